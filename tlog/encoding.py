@@ -1,0 +1,79 @@
+"""Strict scalar encodings shared by every tlog format.
+
+The C2SP specs give each value exactly one spelling, and every parser in this package accepts
+only that spelling:
+
+* decimal integers: ASCII ``0`` or ``[1-9][0-9]*`` — no sign, no space, no underscore, no leading
+  zero, no non-ASCII digit (Python's ``int()`` accepts all of those, hence this module);
+* base64: RFC 4648 §4, the standard alphabet, with padding, and canonical — the unused trailing
+  bits must be zero, so that re-encoding the value gives back the same text;
+* hashes: base64 of exactly 32 bytes (44 characters).
+
+Sizes, indexes and timestamps are bounded by ``MAX_INT63`` (2^63−1), the range of Go's int64
+used by golang.org/x/mod/sumdb/tlog, and the bound tlog-cosignature sets on timestamps.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from tlog.errors import MalformedError
+
+MAX_INT63 = (1 << 63) - 1
+"""Largest tree size, index or timestamp accepted anywhere (Go's int64, tlog-cosignature)."""
+
+HASH_SIZE = 32
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_B64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def parse_decimal(text: str, what: str, maximum: int = MAX_INT63) -> int:
+    """Parse a canonical ASCII decimal in ``[0, maximum]``.
+
+    ``what`` names the field in the error message ("checkpoint size").
+    """
+    if not _DECIMAL.fullmatch(text):
+        if text[:1] == "0" and len(text) > 1 and text.isascii() and text.isdigit():
+            raise MalformedError(f"{what} {text!r} has a leading zero")
+        raise MalformedError(f"{what} {text!r} is not a canonical decimal number")
+    # Bound the length before int(): a megabyte of digits must not cost a bignum conversion.
+    if len(text) > len(str(maximum)) or (value := int(text)) > maximum:
+        raise MalformedError(f"{what} {text} is larger than {maximum}")
+    return value
+
+
+def b64decode(text: str | bytes, what: str) -> bytes:
+    """Decode canonical, padded, standard-alphabet base64 (RFC 4648 §4).
+
+    Refuses any character outside the alphabet (including CR, LF and spaces, which Go's decoder
+    skips and Python's non-validating decoder drops), missing padding, and non-zero trailing bits.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            raise MalformedError(f"{what} is not base64") from None
+    if not _B64.fullmatch(text):
+        raise MalformedError(f"{what} is not canonical padded base64")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:  # pragma: no cover - the regex admits only decodable text
+        raise MalformedError(f"{what} is not base64") from None
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise MalformedError(f"{what} is non-canonical base64 (trailing bits are not zero)")
+    return raw
+
+
+def b64encode(data: bytes) -> str:
+    """Standard padded base64, as a str."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def parse_hash(text: str | bytes, what: str) -> bytes:
+    """Decode one base64 SHA-256 hash: 44 characters, exactly 32 bytes."""
+    raw = b64decode(text, what)
+    if len(raw) != HASH_SIZE:
+        raise MalformedError(f"{what} is {len(raw)} bytes, a SHA-256 hash is 32")
+    return raw
