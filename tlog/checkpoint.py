@@ -11,7 +11,9 @@ A checkpoint is a signed note (:mod:`tlog.note`) whose text is::
 Further rules enforced here:
 
 * A checkpoint of size 0 carries the empty-tree root, SHA-256("") =
-  ``47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=`` (tlog-witness; "size-0 coherence").
+  ``47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=`` (tlog-witness; "size-0 coherence"). Any
+  other root is refused with :class:`~tlog.errors.ProofError`, since the text is well formed
+  but describes no tree.
 * The origin is opaque: it SHOULD be a schema-less URL, but clients must not assume it is, so
   any UTF-8 line without control characters is accepted. Its key name MAY differ from it
   (``go.sum database tree`` is signed by ``sum.golang.org``).
@@ -26,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tlog.encoding import b64encode, parse_decimal, parse_hash
-from tlog.errors import MalformedError
+from tlog.errors import MalformedError, ProofError
 from tlog.merkle import EMPTY_ROOT
 from tlog.note import Note, Verifier, check_text, open_note
 
@@ -50,7 +52,9 @@ class Checkpoint:
         if len(self.root) != 32:
             raise MalformedError(f"checkpoint root is {len(self.root)} bytes, not 32")
         if self.size == 0 and self.root != EMPTY_ROOT:
-            raise MalformedError("checkpoint of size 0 does not carry the empty-tree root")
+            # Well formed, but no tree of size 0 has this root: a proof failure (a witness
+            # answers 422), not a syntax error.
+            raise ProofError('a checkpoint of size 0 must carry the empty-tree root SHA-256("")')
         for ext in self.extensions:
             if not ext or "\n" in ext or any(c < " " for c in ext):
                 raise MalformedError("checkpoint extension line is empty or has a control char")
@@ -111,4 +115,3 @@ def origin_of(data: bytes) -> str:
     if not origin:
         raise MalformedError("checkpoint origin is empty")
     return origin
-
