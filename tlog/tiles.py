@@ -65,13 +65,14 @@ A node at Merkle height ``h`` (0 = leaves) with index ``k`` (the perfect subtree
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tlog.encoding import HASH_SIZE, MAX_INT63, parse_decimal
 from tlog.errors import MalformedError, UsageError
+from tlog.merkle import EMPTY_ROOT as _EMPTY_ROOT
+from tlog.merkle import node_hash as _node_hash
 
 TILE_HEIGHT = 8
 """Height of the subtree a tile is the bottom row of; fixed by C2SP (no height path segment)."""
@@ -101,18 +102,6 @@ _GROUP = re.compile(r"[0-9]{3}")  # [0-9], not \d: \d also matches non-ASCII dig
 _X_GROUP = re.compile(r"x[0-9]{3}")
 # 2^64-1 has 20 digits, so 7 groups; an index with more groups overflows whatever its digits.
 _MAX_GROUPS = (len(str(MAX_TILE_INDEX)) + 2) // 3
-
-_EMPTY_ROOT = hashlib.sha256(b"").digest()
-
-
-# RFC 6962 hashing. Private and local on purpose: tlog.merkle will provide leaf_hash/node_hash,
-# and these two lines will then be replaced by imports.
-def _leaf_hash(entry: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + entry).digest()
-
-
-def _node_hash(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
 
 
 def _perfect_root(hashes: list[bytes]) -> bytes:
