@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m tlog.tour
+	$(BIN)/python examples/tour.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
