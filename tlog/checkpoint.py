@@ -93,8 +93,8 @@ class SignedCheckpoint:
 def open_checkpoint(data: bytes, verifiers: Iterable[Verifier]) -> SignedCheckpoint:
     """Open a signed checkpoint note with trusted ``verifiers`` and parse its text.
 
-    Raises what :func:`tlog.note.open_note` raises, and :class:`MalformedError` when the text is
-    not a checkpoint.
+    Raises what :func:`tlog.note.open_note` raises, :class:`MalformedError` when the text is
+    not a checkpoint, and :class:`ProofError` for a size-0 checkpoint without the empty root.
     """
     note = open_note(data, verifiers)
     return SignedCheckpoint(Checkpoint.parse(note.text), note)

@@ -81,6 +81,10 @@ def check_key_name(name: str) -> None:
     """Raise :class:`MalformedError` unless ``name`` is a valid signed-note key name."""
     if not name:
         raise MalformedError("key name is empty")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedError(f"key name {name!r} is not valid Unicode text") from None
     if "+" in name:
         raise MalformedError(f"key name {name!r} contains '+'")
     if any(c in _WHITE_SPACE for c in name):
@@ -91,9 +95,7 @@ def check_key_name(name: str) -> None:
 
 def key_id(name: str, key_type: int, public_key: bytes) -> int:
     """The C2SP key ID: the first 4 bytes of SHA-256(name || 0x0A || type || public key)."""
-    digest = hashlib.sha256(
-        name.encode("utf-8") + b"\n" + bytes([key_type]) + public_key
-    ).digest()
+    digest = hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([key_type]) + public_key).digest()
     return int.from_bytes(digest[:4], "big")
 
 
@@ -242,6 +244,10 @@ def parse_signature_line(line: str) -> Signature:
     if not sep:
         raise MalformedError(f"signature line {line[:40]!r} has no space after the key name")
     check_key_name(name)
+    if " " in b64:
+        raise MalformedError(
+            f"signature line of {name!r} has more than two fields (is there a space in a key name?)"
+        )
     raw = b64decode(b64, f"signature of {name}")
     if len(raw) < 5:
         raise MalformedError(f"signature of {name} is {len(raw)} bytes, at least 5 needed")
