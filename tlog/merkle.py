@@ -430,7 +430,7 @@ def check_empty_tree_root(size: int, root_hash: bytes) -> None:
     Raises :class:`ProofError` (a witness answers 422) otherwise; any other size passes.
     """
     if size == 0 and root_hash != EMPTY_ROOT:
-        raise ProofError("a size-0 checkpoint must carry the empty-tree root SHA-256(\"\")")
+        raise ProofError('a size-0 checkpoint must carry the empty-tree root SHA-256("")')
 
 
 def verify_witness_consistency(

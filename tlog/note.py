@@ -205,6 +205,15 @@ class Signature:
     key_id: int
     sig: bytes
 
+    def __post_init__(self) -> None:
+        # Refuse at construction what a parser would refuse, so that no note this module
+        # writes can fail to parse (Go's note.Sign checks existing signatures the same way).
+        check_key_name(self.name)
+        if not 0 <= self.key_id < 1 << 32:
+            raise MalformedError(f"key ID {self.key_id} is not a 32-bit value")
+        if not self.sig:
+            raise MalformedError(f"signature of {self.name} is empty")
+
     def line(self) -> bytes:
         """The line as it appears in a note, with its final LF."""
         b64 = b64encode(struct.pack(">I", self.key_id) + self.sig)

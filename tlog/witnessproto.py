@@ -95,6 +95,8 @@ class AddCheckpointRequest:
         proof = tuple(parse_hash(line, f"proof line {i + 1}") for i, line in enumerate(proof_lines))
         if not note:
             raise MalformedError("request has no checkpoint")
+        if note.startswith(b"\n"):
+            raise MalformedError("request has more than one empty line before the checkpoint")
         return cls(old, proof, note)
 
     def format(self) -> bytes:
