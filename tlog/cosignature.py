@@ -43,14 +43,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import nacl.signing
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import mldsa
 
 from tlog.checkpoint import Checkpoint
 from tlog.encoding import MAX_INT63
 from tlog.errors import MalformedError, UsageError
-from tlog.note import Signature, check_key_name, ed25519_verify, key_id
+from tlog.note import (
+    Ed25519Signer,
+    Ed25519Verifier,
+    Signature,
+    check_key_name,
+    ed25519_verify,
+    key_id,
+)
 
 TYPE_COSIGNATURE_V1 = 0x04
 TYPE_SUBTREE_V1 = 0x06
@@ -131,19 +137,10 @@ def _now(clock: Clock) -> int:
     return ts
 
 
-class CosignatureV1Verifier:
+class CosignatureV1Verifier(Ed25519Verifier):
     """Verifies Ed25519 cosignature/v1 lines (type 0x04)."""
 
     key_type = TYPE_COSIGNATURE_V1
-
-    def __init__(self, name: str, public_key: bytes) -> None:
-        check_key_name(name)
-        if len(public_key) != 32:
-            raise MalformedError(f"Ed25519 public key is {len(public_key)} bytes, not 32")
-        self.name = name
-        self.public_key = public_key
-        self.key_id = key_id(name, TYPE_COSIGNATURE_V1, public_key)
-        self._key = nacl.signing.VerifyKey(public_key)
 
     def verify(self, text: bytes, sig: bytes) -> bool:
         if len(sig) != 8 + ED25519_SIG_SIZE:
@@ -155,21 +152,14 @@ class CosignatureV1Verifier:
         return ed25519_verify(self._key, cosignature_v1_message(text, ts), raw)
 
 
-class CosignatureV1Signer:
+class CosignatureV1Signer(Ed25519Signer):
     """Signs Ed25519 cosignature/v1 lines (type 0x04) at the clock's current second."""
 
     key_type = TYPE_COSIGNATURE_V1
 
     def __init__(self, name: str, seed: bytes, clock: Clock = time.time) -> None:
-        check_key_name(name)
-        if len(seed) != 32:
-            raise MalformedError(f"Ed25519 seed is {len(seed)} bytes, not 32")
-        self.name = name
-        self.seed = seed
+        super().__init__(name, seed)
         self.clock = clock
-        self._key = nacl.signing.SigningKey(seed)
-        self.public_key = bytes(self._key.verify_key)
-        self.key_id = key_id(name, TYPE_COSIGNATURE_V1, self.public_key)
 
     def sign(self, text: bytes) -> bytes:
         return self.sign_at(text, _now(self.clock))

@@ -158,7 +158,10 @@ def ed25519_verify(public_key: nacl.signing.VerifyKey, msg: bytes, sig: bytes) -
 
 
 class Ed25519Verifier:
-    """A type-0x01 Ed25519 note verifier (a log key)."""
+    """A type-0x01 Ed25519 note verifier (a log key).
+
+    Subclasses change ``key_type`` (which enters the key ID) and what ``verify`` signs over.
+    """
 
     key_type = TYPE_ED25519
 
@@ -168,7 +171,7 @@ class Ed25519Verifier:
             raise MalformedError(f"Ed25519 public key is {len(public_key)} bytes, not 32")
         self.name = name
         self.public_key = public_key
-        self.key_id = key_id(name, TYPE_ED25519, public_key)
+        self.key_id = key_id(name, self.key_type, public_key)
         self._key = nacl.signing.VerifyKey(public_key)
 
     def verify(self, text: bytes, sig: bytes) -> bool:
@@ -176,7 +179,7 @@ class Ed25519Verifier:
 
 
 class Ed25519Signer:
-    """A type-0x01 Ed25519 note signer, from a 32-byte seed."""
+    """A type-0x01 Ed25519 note signer, from a 32-byte seed (see :class:`Ed25519Verifier`)."""
 
     key_type = TYPE_ED25519
 
@@ -188,7 +191,7 @@ class Ed25519Signer:
         self.seed = seed
         self._key = nacl.signing.SigningKey(seed)
         self.public_key = bytes(self._key.verify_key)
-        self.key_id = key_id(name, TYPE_ED25519, self.public_key)
+        self.key_id = key_id(name, self.key_type, self.public_key)
 
     def sign(self, text: bytes) -> bytes:
         return bytes(self._key.sign(text).signature)
