@@ -157,6 +157,36 @@ def stored_hashes_for_leaf(n: int, leaf: bytes, reader: HashReader) -> list[byte
     return hashes
 
 
+def stored_hashes_for_leaves(
+    start: int, leaves: Iterable[bytes], reader: HashReader
+) -> list[bytes]:
+    """The hashes to append to the stored-hash array when ``leaves`` are added at ``start``.
+
+    Requires: the array holds exactly ``stored_hash_count(start)`` hashes. Equivalent to
+    calling :func:`stored_hashes_for_leaf` for each leaf in turn, but reads the array once:
+    the right edge of the tree (one perfect subtree per one bit of the size, the "compact
+    range") is kept in memory while the batch is folded in.
+    """
+    need: list[int] = []
+    _sub_tree_index(0, start, need)
+    frontier = list(reader.read_hashes(need)) if need else []
+    out: list[bytes] = []
+    append = out.append
+    sha = _sha256
+    n = start
+    for leaf in leaves:
+        h = leaf
+        append(h)
+        m = n
+        while m & 1:
+            h = sha(b"\x01" + frontier.pop() + h).digest()
+            append(h)
+            m >>= 1
+        frontier.append(h)
+        n += 1
+    return out
+
+
 class MemoryHashStore:
     """An in-memory stored-hash array: a :class:`HashReader` that can grow.
 
@@ -179,8 +209,9 @@ class MemoryHashStore:
 
     def extend(self, leaves: Iterable[bytes]) -> None:
         """Add leaf hashes in order."""
-        for leaf in leaves:
-            self.append(leaf)
+        batch = list(leaves)
+        self.hashes.extend(stored_hashes_for_leaves(self.size, batch, self))
+        self.size += len(batch)
 
     def root(self, size: int | None = None) -> bytes:
         """Root at ``size`` (default: the current size)."""
