@@ -1,0 +1,286 @@
+"""The journal store contract: one abstract class, implemented on SQLite and PostgreSQL.
+
+A store handle serves one *tenant*. Every key it writes begins with the tenant, so another
+tenant's data is never filtered out: it is simply never addressed. The tenant's Merkle log has
+the origin ``<base origin>/<tenant>``, and its checkpoints are signed by the store's Ed25519 log
+key under that name (one key, one key name per tenant).
+
+Guarantees (each enforced inside the transaction that writes, never by a read-then-write):
+
+* **Records** (:mod:`tlog.journal`): seqs contiguous from 1; each record's hash covers its body
+  and the previous hash; every read recomputes the hash and raises
+  :class:`~store.errors.CorruptError` on a mismatch.
+* **Batches** are atomic and belong to one run: a batch naming two runs is refused before
+  anything is written; any failure writes nothing.
+* **Leases and fencing.** ``acquire`` is a pure claim: it refuses a live lease even to its
+  holder and bumps the epoch; the first epoch of a run is one more than the highest epoch its
+  records carry. ``renew`` extends only the exact live (owner, epoch) and keeps the epoch.
+  ``release`` marks the lease expired, keeps its epoch, is idempotent and never an error. A
+  lease is expired when ``expires_at <= now``. TTLs are whole seconds >= 1. ``append`` and
+  ``seal`` require the caller's epoch to *equal* the lease epoch (stale and future epochs are
+  both fenced); a run with no lease row at all accepts any epoch (the restore path).
+* **Exactly-once**: a second ``EffectStarted`` record for one (run, effect key) is refused by a
+  unique key: :class:`~store.errors.DuplicateEffectError`.
+* **Seal** freezes a run and appends its head to the tenant's log at the next position (dense,
+  from 0, never reused). First seal wins; a re-seal changes nothing and returns the same head;
+  later appends are refused (:class:`~store.errors.RunSealedError`, after the fence check). An
+  empty run cannot be sealed.
+* **Merkle log**: the RFC 6962 stored hashes (:mod:`tlog.merkle`) are written in the seal's
+  transaction, so a checkpoint or a proof costs O(log n) reads, taken in one snapshot.
+* **Outcome index**: derived by ``append`` from ``RunConcluded`` records (``data.outcome``); the
+  last conclusion wins with a fresh ordinal; listings are newest first.
+* **Cancellation requests** are unfenced; the first asker wins.
+* **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
+  resumes strictly after the cursor ``(updated_at, run)``.
+* **Abandoned runs**: leases expired and never released, oldest expiry first.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from store.errors import CorruptError
+from tlog.checkpoint import Checkpoint
+from tlog.journal import GENESIS, ChainError, Record, verify_chain
+
+_NO_DATA: Any = object()
+
+
+@dataclass(frozen=True)
+class Append:
+    """One record to append: the store assigns seq, epoch, previous hash, hash and signature.
+
+    ``data`` is any canonical-JSON value (no floats); leave it out for a record without data.
+    """
+
+    run: str
+    kind: str
+    data: Any = _NO_DATA
+    case: str | None = None
+    effect_key: str | None = None
+
+    @property
+    def has_data(self) -> bool:
+        return self.data is not _NO_DATA
+
+
+@dataclass(frozen=True)
+class Head:
+    """A run's chain position: its last seq and hash; (0, GENESIS) for an unwritten run."""
+
+    seq: int
+    hash: bytes
+
+    @staticmethod
+    def genesis() -> Head:
+        return Head(0, GENESIS)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Ownership of a run: the owner and the epoch its writes must carry."""
+
+    run: str
+    owner: str
+    epoch: int
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A sealed run: its log position, head (the leaf value) and outcome."""
+
+    run: str
+    position: int
+    head: bytes
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Inclusion:
+    """Evidence that a sealed run is in the log: position, log size, head, RFC 6962 path."""
+
+    run: str
+    index: int
+    size: int
+    head: bytes
+    proof: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """The first request to cancel a run."""
+
+    actor: str
+    reason: str
+    requested_at: int
+
+
+class JournalStore(abc.ABC):
+    """The contract every backend implements (see the module docstring for the guarantees).
+
+    Methods are synchronous and may block on disk (fsync); async callers run them in a
+    thread. A handle is safe to use from several threads.
+    """
+
+    @property
+    @abc.abstractmethod
+    def tenant(self) -> str:
+        """The tenant this handle serves."""
+
+    @property
+    @abc.abstractmethod
+    def origin(self) -> str:
+        """The checkpoint origin of this tenant's log: ``<base origin>/<tenant>``."""
+
+    @abc.abstractmethod
+    def is_shared(self) -> bool:
+        """True when several processes may write the same state (PostgreSQL)."""
+
+    # --- records ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, epoch: int, batch: Sequence[Append]) -> list[Record]:
+        """Append a batch of records to one run, atomically, under the caller's epoch."""
+
+    @abc.abstractmethod
+    def read(self, run: str, from_seq: int = 1) -> list[Record]:
+        """All records with seq >= ``from_seq``, each hash-checked."""
+
+    @abc.abstractmethod
+    def read_page(self, run: str, from_seq: int, limit: int) -> list[Record]:
+        """At most ``limit`` records from ``from_seq``, each hash-checked."""
+
+    @abc.abstractmethod
+    def head(self, run: str) -> Head:
+        """The run's last (seq, hash), or the genesis head."""
+
+    def verify(self, run: str) -> bytes:
+        """Check the whole chain of a run (seqs, links, hashes); return its head hash."""
+
+        def pages() -> Iterator[Record]:
+            seq = 1
+            while True:
+                page = self.read_page(run, seq, 1000)
+                yield from page
+                if len(page) < 1000:
+                    return
+                seq = page[-1].seq + 1
+
+        try:
+            return verify_chain(pages(), run)
+        except ChainError as e:
+            raise CorruptError(str(e), run, e.seq) from None
+
+    # --- leases ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def acquire(self, run: str, owner: str, ttl: int) -> Lease:
+        """Claim a run for ``ttl`` whole seconds, bumping its epoch."""
+
+    @abc.abstractmethod
+    def renew(self, run: str, owner: str, epoch: int, ttl: int) -> Lease:
+        """Extend the exact live (owner, epoch) lease by ``ttl`` seconds from now."""
+
+    @abc.abstractmethod
+    def release(self, run: str, epoch: int) -> None:
+        """Mark the lease at ``epoch`` expired, keeping its epoch. Never an error."""
+
+    @abc.abstractmethod
+    def abandoned_runs(self, limit: int) -> list[str]:
+        """Runs whose lease expired without a release, oldest expiry first."""
+
+    # --- seal and log ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def seal(self, run: str, epoch: int, outcome: str) -> Seal:
+        """Freeze a run and enter its head into the tenant's log (first seal wins)."""
+
+    @abc.abstractmethod
+    def sealed(self, run: str) -> Seal | None:
+        """The run's seal, or None."""
+
+    @abc.abstractmethod
+    def seals(self, after_position: int = -1, limit: int = 1000) -> list[Seal]:
+        """Sealed runs in log order, from position ``after_position + 1``."""
+
+    @abc.abstractmethod
+    def checkpoint(self) -> Checkpoint:
+        """The log's current (origin, size, root), computed from stored hashes."""
+
+    @abc.abstractmethod
+    def tree_root(self, size: int) -> bytes:
+        """The log's root at an earlier ``size`` (<= the current size)."""
+
+    @abc.abstractmethod
+    def consistency_proof(self, old: int, new: int | None = None) -> list[bytes]:
+        """RFC 6962 proof that the log at ``new`` (default: now) extends the log at ``old``.
+
+        ``old`` beyond ``new`` is an error; ``old`` 0 or equal to ``new`` gives [].
+        """
+
+    @abc.abstractmethod
+    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion | None:
+        """The sealed run's position and RFC 6962 path at ``size`` (default: now); None if
+        the run is not sealed (or not yet in the log at ``size``)."""
+
+    # --- published checkpoints -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def sign_checkpoint(self) -> bytes:
+        """Sign the current checkpoint with the log key, keep it, and return the note."""
+
+    @abc.abstractmethod
+    def add_cosignatures(self, note: bytes) -> bytes:
+        """Merge the signature lines of a (cosigned) copy of a kept checkpoint into it.
+
+        The note's text must be that of a checkpoint this store signed; returns the merged
+        note as kept.
+        """
+
+    @abc.abstractmethod
+    def published(self) -> list[bytes]:
+        """Every kept checkpoint note, by increasing size."""
+
+    # --- indexes ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def runs_by_outcome(self, outcome: str, limit: int) -> list[str]:
+        """Runs whose last conclusion is ``outcome``, newest first."""
+
+    @abc.abstractmethod
+    def count_by_outcome(self, outcome: str) -> int:
+        """How many runs' last conclusion is ``outcome``."""
+
+    @abc.abstractmethod
+    def case_history(self, case: str, limit: int) -> list[Record]:
+        """Records of a case, in (run, seq) order, each hash-checked."""
+
+    @abc.abstractmethod
+    def recent_runs(self, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
+        """(run, updated_at) by updated_at DESC, run DESC, strictly after the cursor."""
+
+    @abc.abstractmethod
+    def runs(self, after: str | None, limit: int) -> list[str]:
+        """Every run with records, by run ID, strictly after ``after``."""
+
+    @abc.abstractmethod
+    def request_cancel(self, run: str, actor: str, reason: str) -> bool:
+        """Record a cancellation request; True if this call made it (first asker wins)."""
+
+    @abc.abstractmethod
+    def cancellation(self, run: str) -> Cancellation | None:
+        """The first cancellation request for a run, or None."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
+
+    def __enter__(self) -> JournalStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,395 @@
+"""The journal record format and its hash chain (tlog-toolkit's own format, version 1).
+
+A *run* is an append-only chain of *records*. Record ``seq`` (1, 2, 3, … with no gap) has a
+*body*: a canonical JSON object, kept as the exact bytes written (``raw``), whose fields are
+
+=============  ========  ==================================================================
+ key            type      meaning
+=============  ========  ==================================================================
+ ``v``          integer   body format version: always ``1``
+ ``run``        string    the run's ID (:func:`check_run_id`)
+ ``seq``        integer   the record's position in its run, from 1
+ ``epoch``      integer   the writer's lease epoch (its fencing token), from 1
+ ``kind``       string    what the record says (:func:`check_kind`); two kinds mean something
+                          to the store: ``EffectStarted`` (with ``effect_key``: exactly once per
+                          run) and ``RunConcluded`` (with ``data.outcome``: the outcome index)
+ ``case``       string    optional: the case (matter) the record belongs to
+ ``effect_key`` string    optional: the identity of an external effect within the run
+ ``data``       any JSON  optional: the application's payload
+=============  ========  ==================================================================
+
+Optional fields are absent, never ``null``. Canonical JSON here means: UTF-8; object keys sorted
+by Unicode code point, each once; no whitespace outside strings; strings escaped as Python's
+``json.dumps(…, ensure_ascii=False)`` does (``\\"``, ``\\\\``, ``\\b \\f \\n \\r \\t``, other
+characters below U+0020 as ``\\u00XX`` with lowercase hex, everything else literal); integers
+in decimal within ±(2^53−1); no floating-point numbers, NaN or infinities. So ``raw`` never holds
+a byte below 0x20 — in particular no LF, which lets exports carry one record per line — and
+``encode(decode(raw)) == raw`` for every valid body: one record has one spelling.
+
+The chain::
+
+    hash(record 1)   = SHA-256(GENESIS || raw_1)          GENESIS = 32 zero bytes
+    hash(record n)   = SHA-256(hash(record n-1) || raw_n)
+
+``seq``, ``run`` and ``epoch`` are inside ``raw``, so a record can be moved to another run,
+position or owner only by breaking its hash. A run's *head* is its last record's hash; when a
+run is sealed its head becomes a leaf of the log: leaf hash SHA-256(0x00 || head) (RFC 6962).
+
+A record may carry a signature by a configured Ed25519 key (off by default). It signs::
+
+    "tlog-toolkit/record/v1" 0x0A || hash            (23 + 32 bytes)
+
+with the key's name and key ID (:func:`tlog.note.key_id`, type 0x01) stored beside it. Because
+the hash chains, one signature commits to the whole prefix of the run.
+
+A body is at most :data:`MAX_RECORD_SIZE` bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tlog.errors import MalformedError, UsageError, VerificationError
+from tlog.note import Ed25519Signer, Verifier
+
+GENESIS = bytes(32)
+"""The previous hash of a run's first record."""
+
+MAX_RECORD_SIZE = 1 << 20
+"""Largest record body, in bytes."""
+
+MAX_SAFE_INT = (1 << 53) - 1
+"""Largest magnitude of an integer inside ``data`` (exact in every JSON implementation)."""
+
+MAX_SEQ = (1 << 63) - 1
+BODY_VERSION = 1
+KIND_EFFECT_STARTED = "EffectStarted"
+KIND_RUN_CONCLUDED = "RunConcluded"
+RECORD_SIGNATURE_CONTEXT = b"tlog-toolkit/record/v1\n"
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+_TENANT = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_FIELDS = frozenset({"v", "run", "seq", "epoch", "kind", "case", "effect_key", "data"})
+
+
+class ChainError(VerificationError):
+    """A record does not link to its predecessor, or its hash does not cover its body.
+
+    Attributes: ``run`` and ``seq`` locate the first bad record.
+    """
+
+    def __init__(self, run: str, seq: int, detail: str) -> None:
+        super().__init__(f"run {run} record {seq}: {detail}")
+        self.run = run
+        self.seq = seq
+
+
+def check_run_id(run: str) -> None:
+    """A run ID: 1..128 ASCII letters, digits and ``. _ : @ -``, starting alphanumeric."""
+    if not isinstance(run, str) or not _ID.fullmatch(run):
+        raise MalformedError(f"run ID {run!r} is not 1-128 of [A-Za-z0-9._:@-]")
+
+
+def check_case_id(case: str) -> None:
+    """A case ID: the same alphabet as a run ID."""
+    if not isinstance(case, str) or not _ID.fullmatch(case):
+        raise MalformedError(f"case ID {case!r} is not 1-128 of [A-Za-z0-9._:@-]")
+
+
+def check_kind(kind: str) -> None:
+    """A record kind: a letter, then up to 63 letters, digits and ``_ . -``."""
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise MalformedError(f"record kind {kind!r} is not a letter followed by [A-Za-z0-9_.-]")
+
+
+def check_effect_key(key: str) -> None:
+    """An effect key: 1..256 characters, none of them a control character."""
+    if not isinstance(key, str) or not 1 <= len(key) <= 256 or any(c < " " for c in key):
+        raise MalformedError("effect key must be 1-256 characters without control characters")
+
+
+def check_tenant(tenant: str) -> None:
+    """A tenant: 1..64 of lowercase ASCII letters, digits and ``. _ -``, starting alphanumeric.
+
+    Tenants become part of a log's origin (``<origin>/<tenant>``) and of every storage key.
+    """
+    if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
+        raise MalformedError(f"tenant {tenant!r} is not 1-64 of [a-z0-9._-]")
+
+
+def _check_json(value: Any, where: str, depth: int = 0) -> None:
+    # Only the JSON values with exactly one canonical spelling.
+    if depth > 64:
+        raise MalformedError(f"{where} nests deeper than 64 levels")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            raise MalformedError(f"{where} holds an integer beyond ±(2^53-1)")
+        return
+    if isinstance(value, float):
+        raise MalformedError(f"{where} holds a floating-point number (not canonical)")
+    if isinstance(value, list):
+        for item in value:
+            _check_json(item, where, depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise MalformedError(f"{where} has a non-string object key")
+            _check_json(v, where, depth + 1)
+        return
+    raise MalformedError(f"{where} holds a {type(value).__name__}, not a JSON value")
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON encoding of ``value`` (see the module docstring)."""
+    _check_json(value, "value")
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise MalformedError(f"JSON object repeats the key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_float(text: str) -> Any:
+    raise MalformedError(f"JSON number {text} is not an integer")
+
+
+def _no_constant(text: str) -> Any:
+    raise MalformedError(f"JSON constant {text} is not allowed")
+
+
+def parse_canonical_json(raw: bytes) -> Any:
+    """Parse canonical JSON; refuse anything that would not re-encode to the same bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"JSON is not valid UTF-8 (byte {e.start})") from None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_float=_no_float,
+            parse_constant=_no_constant,
+        )
+    except json.JSONDecodeError as e:
+        raise MalformedError(f"not JSON: {e.msg} at byte {e.pos}") from None
+    except RecursionError:
+        raise MalformedError("JSON nests too deeply") from None
+    if canonical_json(value) != raw:
+        raise MalformedError("JSON is not in canonical form")
+    return value
+
+
+@dataclass(frozen=True)
+class Body:
+    """A record body, decoded."""
+
+    run: str
+    seq: int
+    epoch: int
+    kind: str
+    case: str | None = None
+    effect_key: str | None = None
+    data: Any = None
+    has_data: bool = False
+
+    def encode(self) -> bytes:
+        """The canonical bytes of this body (validates every field)."""
+        check_run_id(self.run)
+        check_kind(self.kind)
+        if not isinstance(self.seq, int) or not 1 <= self.seq <= MAX_SEQ:
+            raise MalformedError(f"record seq {self.seq!r} is out of range")
+        if not isinstance(self.epoch, int) or not 1 <= self.epoch <= MAX_SEQ:
+            raise MalformedError(f"record epoch {self.epoch!r} is out of range")
+        obj: dict[str, Any] = {
+            "v": BODY_VERSION,
+            "run": self.run,
+            "seq": self.seq,
+            "epoch": self.epoch,
+            "kind": self.kind,
+        }
+        if self.case is not None:
+            check_case_id(self.case)
+            obj["case"] = self.case
+        if self.effect_key is not None:
+            check_effect_key(self.effect_key)
+            obj["effect_key"] = self.effect_key
+        if self.has_data:
+            _check_json(self.data, "record data")
+            obj["data"] = self.data
+        # seq and epoch are bounded by 2^63-1, beyond the ±2^53 of data: encode them directly.
+        raw = json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+        if len(raw) > MAX_RECORD_SIZE:
+            raise MalformedError(
+                f"record body is {len(raw)} bytes, more than the {MAX_RECORD_SIZE} allowed"
+            )
+        return raw
+
+    @property
+    def outcome(self) -> str | None:
+        """For a ``RunConcluded`` record with a string ``data.outcome``: that outcome."""
+        if self.kind != KIND_RUN_CONCLUDED or not isinstance(self.data, Mapping):
+            return None
+        outcome = self.data.get("outcome")
+        return outcome if isinstance(outcome, str) and outcome else None
+
+
+def decode_body(raw: bytes) -> Body:
+    """Parse and validate record body bytes; they must be canonical."""
+    if len(raw) > MAX_RECORD_SIZE:
+        raise MalformedError(f"record body is {len(raw)} bytes, more than {MAX_RECORD_SIZE}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"record body is not valid UTF-8 (byte {e.start})") from None
+    try:
+        obj = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_float=_no_float,
+            parse_constant=_no_constant,
+        )
+    except json.JSONDecodeError as e:
+        raise MalformedError(f"record body is not JSON: {e.msg} at byte {e.pos}") from None
+    except RecursionError:
+        raise MalformedError("record body nests too deeply") from None
+    if not isinstance(obj, dict):
+        raise MalformedError("record body is not a JSON object")
+    unknown = set(obj) - _FIELDS
+    if unknown:
+        raise MalformedError(f"record body has unknown fields {sorted(unknown)}")
+    for f in ("v", "run", "seq", "epoch", "kind"):
+        if f not in obj:
+            raise MalformedError(f"record body has no {f!r}")
+    if obj["v"] != BODY_VERSION or isinstance(obj["v"], bool):
+        raise MalformedError(f"record body version {obj['v']!r} is not {BODY_VERSION}")
+    for f in ("seq", "epoch"):
+        if not isinstance(obj[f], int) or isinstance(obj[f], bool):
+            raise MalformedError(f"record {f} is not an integer")
+    body = Body(
+        run=obj["run"],
+        seq=obj["seq"],
+        epoch=obj["epoch"],
+        kind=obj["kind"],
+        case=obj.get("case"),
+        effect_key=obj.get("effect_key"),
+        data=obj.get("data"),
+        has_data="data" in obj,
+    )
+    if body.encode() != raw:
+        raise MalformedError("record body is not in canonical form")
+    return body
+
+
+def chain_hash(prev_hash: bytes, raw: bytes) -> bytes:
+    """SHA-256(prev_hash || raw): the hash of a record whose predecessor's hash is prev_hash."""
+    if len(prev_hash) != 32:
+        raise UsageError("previous hash must be 32 bytes")
+    return hashlib.sha256(prev_hash + raw).digest()
+
+
+@dataclass(frozen=True)
+class RecordSignature:
+    """An Ed25519 signature over a record hash, with the signing key's name and key ID."""
+
+    name: str
+    key_id: int
+    sig: bytes
+
+
+def record_signature_message(record_hash: bytes) -> bytes:
+    """The bytes a record signature signs."""
+    return RECORD_SIGNATURE_CONTEXT + record_hash
+
+
+def sign_record(signer: Ed25519Signer, record_hash: bytes) -> RecordSignature:
+    """Sign a record hash with a type-0x01 Ed25519 key."""
+    return RecordSignature(
+        signer.name, signer.key_id, signer.sign(record_signature_message(record_hash))
+    )
+
+
+def verify_record_signature(
+    signature: RecordSignature, record_hash: bytes, verifiers: Iterable[Verifier]
+) -> bool:
+    """True when a verifier with the signature's (name, key ID) accepts it; False otherwise."""
+    msg = record_signature_message(record_hash)
+    for v in verifiers:
+        if v.name == signature.name and v.key_id == signature.key_id:
+            return v.verify(msg, signature.sig)
+    return False
+
+
+@dataclass(frozen=True)
+class Record:
+    """A stored record: its body bytes, its place in the chain, and its optional signature."""
+
+    run: str
+    seq: int
+    raw: bytes
+    prev_hash: bytes
+    hash: bytes
+    signature: RecordSignature | None = None
+
+    def body(self) -> Body:
+        """Decode the body (validated and canonical)."""
+        return decode_body(self.raw)
+
+
+def make_record(body: Body, prev_hash: bytes, signer: Ed25519Signer | None = None) -> Record:
+    """Encode ``body``, chain it after ``prev_hash`` and sign it when a signer is given."""
+    raw = body.encode()
+    h = chain_hash(prev_hash, raw)
+    sig = sign_record(signer, h) if signer is not None else None
+    return Record(body.run, body.seq, raw, prev_hash, h, sig)
+
+
+def check_record(record: Record) -> None:
+    """Check that a record's hash covers its body and previous hash; raise :class:`ChainError`."""
+    if len(record.prev_hash) != 32 or len(record.hash) != 32:
+        raise ChainError(record.run, record.seq, "stored hashes are not 32 bytes")
+    if chain_hash(record.prev_hash, record.raw) != record.hash:
+        raise ChainError(record.run, record.seq, "hash does not cover the stored body")
+
+
+def verify_chain(records: Iterable[Record], run: str, start: int = 1) -> bytes:
+    """Check that ``records`` are the run's chain from ``start``; return the last hash.
+
+    Requires: when ``start`` is 1 the chain begins at :data:`GENESIS`; otherwise the first
+    record's ``prev_hash`` is taken on trust. Checks contiguous seqs, links, hashes, and that
+    every body names this run and its own seq. Returns GENESIS for an empty run from 1.
+    """
+    expect_seq = start
+    prev: bytes | None = GENESIS if start == 1 else None
+    for r in records:
+        if r.seq != expect_seq:
+            raise ChainError(run, r.seq, f"sequence gap: expected record {expect_seq}")
+        if prev is not None and r.prev_hash != prev:
+            raise ChainError(run, r.seq, "does not link to the previous record's hash")
+        check_record(r)
+        try:
+            body = decode_body(r.raw)
+        except MalformedError as e:
+            raise ChainError(run, r.seq, f"body: {e}") from None
+        if body.run != run or body.seq != r.seq:
+            raise ChainError(run, r.seq, f"body names run {body.run} record {body.seq}")
+        prev = r.hash
+        expect_seq += 1
+    return prev if prev is not None else GENESIS
