@@ -108,6 +108,12 @@ def check_kind(kind: str) -> None:
         raise MalformedError(f"record kind {kind!r} is not a letter followed by [A-Za-z0-9_.-]")
 
 
+def check_outcome(outcome: str) -> None:
+    """A run outcome (``succeeded``, ``failed``, …): the same alphabet as a record kind."""
+    if not isinstance(outcome, str) or not _KIND.fullmatch(outcome):
+        raise MalformedError(f"outcome {outcome!r} is not a letter followed by [A-Za-z0-9_.-]")
+
+
 def check_effect_key(key: str) -> None:
     """An effect key: 1..256 characters, none of them a control character."""
     if not isinstance(key, str) or not 1 <= len(key) <= 256 or any(c < " " for c in key):
@@ -148,12 +154,20 @@ def _check_json(value: Any, where: str, depth: int = 0) -> None:
     raise MalformedError(f"{where} holds a {type(value).__name__}, not a JSON value")
 
 
+def _dumps(value: Any) -> bytes:
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (from "\\ud800" in JSON, or a str built in Python) has no UTF-8.
+        raise MalformedError("JSON string holds a lone surrogate (not Unicode text)") from None
+
+
 def canonical_json(value: Any) -> bytes:
     """The canonical JSON encoding of ``value`` (see the module docstring)."""
     _check_json(value, "value")
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _dumps(value)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -233,9 +247,7 @@ class Body:
             _check_json(self.data, "record data")
             obj["data"] = self.data
         # seq and epoch are bounded by 2^63-1, beyond the ±2^53 of data: encode them directly.
-        raw = json.dumps(
-            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        raw = _dumps(obj)
         if len(raw) > MAX_RECORD_SIZE:
             raise MalformedError(
                 f"record body is {len(raw)} bytes, more than the {MAX_RECORD_SIZE} allowed"
