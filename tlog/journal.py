@@ -226,9 +226,9 @@ class Body:
         """The canonical bytes of this body (validates every field)."""
         check_run_id(self.run)
         check_kind(self.kind)
-        if not isinstance(self.seq, int) or not 1 <= self.seq <= MAX_SEQ:
+        if type(self.seq) is not int or not 1 <= self.seq <= MAX_SEQ:
             raise MalformedError(f"record seq {self.seq!r} is out of range")
-        if not isinstance(self.epoch, int) or not 1 <= self.epoch <= MAX_SEQ:
+        if type(self.epoch) is not int or not 1 <= self.epoch <= MAX_SEQ:
             raise MalformedError(f"record epoch {self.epoch!r} is out of range")
         obj: dict[str, Any] = {
             "v": BODY_VERSION,
