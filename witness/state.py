@@ -1,0 +1,135 @@
+"""The witness's durable state: configured logs, the latest cosigned checkpoint per log, and
+evidence of split views.
+
+One storage contract (:class:`WitnessState`), implemented on SQLite (the default) and
+PostgreSQL (a witness run as several processes), tested by one conformance battery.
+
+What is kept, per origin (compared as exact UTF-8 bytes):
+
+* the log's configuration: its trusted verifier keys (vkeys of type 0x01 or 0x06), an optional
+  requests-per-day quota (``qpd``, from a logs/v0 list) and whether it is disabled. A log is
+  **never deleted**: re-adding a deleted log would let the witness cosign a tree inconsistent
+  with one it cosigned before. Disabling keeps the state and refuses new checkpoints;
+* the latest cosigned checkpoint: size, root and the **full note** (the log's verified
+  signature lines plus this witness's cosignature lines), which the monitoring endpoint serves;
+* evidence: a validly signed checkpoint that conflicts with the stored one is kept with the
+  whole request body, the reason and the time, so the operator can prove the split view.
+
+The one write that matters is :meth:`WitnessState.compare_and_swap`: it replaces the stored
+checkpoint only if the stored (size, root) is still the one the caller checked against, in a
+single atomic statement, and is durable when it returns (SQLite WAL with synchronous=FULL;
+PostgreSQL commit). The server signs a cosignature only after it returned True.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """A log the witness follows."""
+
+    origin: str
+    keys: tuple[str, ...]
+    qpd: int | None = None
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
+class Cosigned:
+    """The latest checkpoint the witness cosigned for a log."""
+
+    origin: str
+    size: int
+    root: bytes
+    note: bytes
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A validly signed checkpoint that conflicted with the stored state."""
+
+    id: int
+    origin: str
+    reason: str
+    request: bytes
+    stored_note: bytes | None
+    received_at: int
+
+
+class WitnessState(abc.ABC):
+    """The storage contract. Methods are synchronous and may fsync: run them off the event loop.
+
+    A handle is safe to use from several threads.
+    """
+
+    # --- configuration -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
+        """Follow a new log. Refuses an origin that exists (enabled or disabled)."""
+
+    @abc.abstractmethod
+    def add_key(self, origin: str, vkey: str) -> None:
+        """Trust one more key for a configured log (key rotation). Idempotent."""
+
+    @abc.abstractmethod
+    def set_disabled(self, origin: str, disabled: bool) -> None:
+        """Disable (or re-enable) a log; its state is kept either way."""
+
+    @abc.abstractmethod
+    def set_qpd(self, origin: str, qpd: int | None) -> None:
+        """Set or clear a log's requests-per-day quota."""
+
+    @abc.abstractmethod
+    def log(self, origin: str) -> LogConfig | None:
+        """A log's configuration, or None when not configured."""
+
+    @abc.abstractmethod
+    def logs(self) -> list[LogConfig]:
+        """Every configured log, by origin."""
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def latest(self, origin: str) -> Cosigned | None:
+        """The latest cosigned checkpoint of a log, or None if never cosigned."""
+
+    @abc.abstractmethod
+    def compare_and_swap(self, expected: Cosigned | None, new: Cosigned) -> bool:
+        """Atomically replace ``expected`` (None: nothing stored yet) by ``new``.
+
+        Returns False, writing nothing, when the stored (size, root) is no longer ``expected``'s
+        (or, for None, when something is stored). Durable when it returns True. Requires:
+        ``new.size >= expected.size`` — a caller bug otherwise (UsageError): the state only
+        moves forward.
+        """
+
+    @abc.abstractmethod
+    def all_latest(self) -> list[Cosigned]:
+        """The latest cosigned checkpoint of every log that has one, by origin."""
+
+    # --- evidence ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def add_evidence(
+        self, origin: str, reason: str, request: bytes, stored_note: bytes | None, at: int
+    ) -> int:
+        """Keep a conflicting, validly signed request; returns its evidence ID."""
+
+    @abc.abstractmethod
+    def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
+        """Kept evidence, newest first, optionally for one origin."""
+
+    # --- quota -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def count_request(self, origin: str, day: int) -> int:
+        """Count one request for ``origin`` on ``day`` (days since the epoch); return the count."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection."""
