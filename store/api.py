@@ -29,6 +29,9 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   transaction, so a checkpoint or a proof costs O(log n) reads, taken in one snapshot.
 * **Outcome index**: derived by ``append`` from ``RunConcluded`` records (``data.outcome``); the
   last conclusion wins with a fresh ordinal; listings are newest first.
+* **Restore** (:mod:`store.export`): ``append`` may be given the records' signatures (the
+  exported ones) instead of signing them, and ``import_checkpoint`` keeps an exported checkpoint
+  note as is, once the rebuilt log gives its text.
 * **Cancellation requests** are unfenced; the first asker wins.
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
@@ -44,7 +47,7 @@ from typing import Any
 
 from store.errors import CorruptError
 from tlog.checkpoint import Checkpoint
-from tlog.journal import GENESIS, ChainError, Record, verify_chain
+from tlog.journal import GENESIS, ChainError, Record, RecordSignature, verify_chain
 
 _NO_DATA: Any = object()
 
@@ -136,6 +139,12 @@ class JournalStore(abc.ABC):
     def origin(self) -> str:
         """The checkpoint origin of this tenant's log: ``<base origin>/<tenant>``."""
 
+    @property
+    @abc.abstractmethod
+    def log_vkey(self) -> str:
+        """The vkey that verifies this tenant log's checkpoints: the store's Ed25519 log key
+        (type 0x01) under the key name :attr:`origin`, spelled by :func:`tlog.keys.format_vkey`."""
+
     @abc.abstractmethod
     def is_shared(self) -> bool:
         """True when several processes may write the same state (PostgreSQL)."""
@@ -143,8 +152,20 @@ class JournalStore(abc.ABC):
     # --- records ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def append(self, epoch: int, batch: Sequence[Append]) -> list[Record]:
-        """Append a batch of records to one run, atomically, under the caller's epoch."""
+    def append(
+        self,
+        epoch: int,
+        batch: Sequence[Append],
+        *,
+        signatures: Sequence[RecordSignature | None] | None = None,
+    ) -> list[Record]:
+        """Append a batch of records to one run, atomically, under the caller's epoch.
+
+        ``signatures`` is for the restore path: when given (one per record), record ``i``
+        carries ``signatures[i]`` (None: no signature) instead of being signed by the handle's
+        record signer. The store checks their shape, not their validity: the caller (restore)
+        verified each against its key and checks that the store rebuilt the hash it signs.
+        """
 
     @abc.abstractmethod
     def read(self, run: str, from_seq: int = 1) -> list[Record]:
@@ -239,6 +260,17 @@ class JournalStore(abc.ABC):
 
         The note's text must be that of a checkpoint this store signed; returns the merged
         note as kept.
+        """
+
+    @abc.abstractmethod
+    def import_checkpoint(self, note: bytes) -> None:
+        """Keep ``note`` exactly as given: a checkpoint of this log signed elsewhere (restore).
+
+        The note must carry a valid signature of the log key, at most one line per key, and
+        its text must be this log's own checkpoint text at its size (origin, size, and the
+        root computed from the stored hashes). The same note kept again changes nothing; a
+        different note kept at that size is refused. Other lines (cosignatures) are kept
+        unverified: the caller verified them.
         """
 
     @abc.abstractmethod

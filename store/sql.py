@@ -99,6 +99,14 @@ Decisions where the contract leaves room (also in the method docstrings):
   already has one in the kept note is dropped, so that the kept note can never hold two
   different lines for one key (which verifiers reject). A line under the log's own key name
   must be the log's valid signature.
+* ``append(..., signatures=…)`` (the restore path) stores the given signatures instead of the
+  handle's: each None or a :class:`~tlog.journal.RecordSignature` with a valid key name, a
+  32-bit key ID and 64 signature bytes (Ed25519), UsageError otherwise. They are not verified
+  here (the store holds no record verifiers): restore verified them.
+* ``import_checkpoint`` verifies the log's line, refuses a note with two lines for one key
+  (byte-identical repeats included), and requires the note's text to be exactly the
+  checkpoint text this store formats at that size (so no extension lines); UsageError
+  otherwise. It inserts the note as given; the same bytes again change nothing.
 * ``_delete_run_for_test`` deletes what an operator deleting a run would: its records, seal
   row, exactly-once keys, outcome and activity rows. Its lease row (the epoch memory), log
   position and stored hashes stay: the log never shrinks and never reuses the position.
@@ -140,7 +148,7 @@ from tlog.journal import (
     check_tenant,
     make_record,
 )
-from tlog.keys import SignerKey, parse_vkey
+from tlog.keys import SignerKey, format_vkey, parse_vkey
 from tlog.note import (
     MAX_SIGNATURES,
     TYPE_ED25519,
@@ -569,6 +577,38 @@ def _record(run: str, row: Sequence[Any]) -> Record:
     return Record(run, seq, raw, prev, h, signature)
 
 
+RECORD_SIGNATURE_SIZE = 64
+"""Bytes of a record signature (Ed25519)."""
+
+
+def _check_signatures(signatures: object, count: int) -> list[RecordSignature | None]:
+    """Given record signatures (the restore path): one per record, each None or well-formed."""
+    if not isinstance(signatures, list | tuple):
+        raise UsageError("signatures are a list, one entry per record")
+    if len(signatures) != count:
+        raise UsageError(f"{len(signatures)} signatures for a batch of {count} records")
+    for i, s in enumerate(signatures):
+        if s is None:
+            continue
+        if not isinstance(s, RecordSignature):
+            raise UsageError(f"signature {i} is a {type(s).__name__}, not a RecordSignature")
+        try:
+            if not isinstance(s.name, str):
+                raise MalformedError("the key name is not a string")
+            check_key_name(s.name)
+        except MalformedError as e:
+            raise UsageError(f"signature {i}: {e}") from None
+        if (
+            not isinstance(s.key_id, int)
+            or isinstance(s.key_id, bool)
+            or not 0 <= s.key_id < 1 << 32
+        ):
+            raise UsageError(f"signature {i}: key ID {s.key_id!r} is not a 32-bit value")
+        if not isinstance(s.sig, bytes) or len(s.sig) != RECORD_SIGNATURE_SIZE:
+            raise UsageError(f"signature {i} is not {RECORD_SIGNATURE_SIZE} bytes")
+    return list(signatures)
+
+
 def _batch_run(batch: Sequence[Append]) -> str:
     run = None
     for a in batch:
@@ -747,6 +787,11 @@ class SQLStore(JournalStore):
     def origin(self) -> str:
         return self._origin
 
+    @property
+    def log_vkey(self) -> str:
+        """The tenant log's vkey: the stored public log key under the name :attr:`origin`."""
+        return format_vkey(self._log_verifier)
+
     def is_shared(self) -> bool:
         return self._d.shared
 
@@ -837,7 +882,13 @@ class SQLStore(JournalStore):
 
     # --- records -------------------------------------------------------------------------------
 
-    def append(self, epoch: int, batch: Sequence[Append]) -> list[Record]:
+    def append(
+        self,
+        epoch: int,
+        batch: Sequence[Append],
+        *,
+        signatures: Sequence[RecordSignature | None] | None = None,
+    ) -> list[Record]:
         """Append ``batch`` to its run under ``epoch``, atomically (see :mod:`store.api`).
 
         An empty batch returns [] without touching the database. A batch naming two runs, or
@@ -845,13 +896,17 @@ class SQLStore(JournalStore):
         the transaction. Inside it: the fence (FencedError), then the seal (RunSealedError),
         then the records, the exactly-once keys (DuplicateEffectError), the outcome index
         and the activity index. A malformed record raises MalformedError; nothing is written.
+
+        ``signatures`` (the restore path), when given, holds one entry per record and replaces
+        the handle's record signer for this batch (see the module docstring).
         """
+        given = None if signatures is None else _check_signatures(signatures, len(batch))
         if not batch:
             return []
         _check_int(epoch, "epoch", 1)
         run = _batch_run(batch)
         tenant = self._tenant
-        signer = self._record_signer
+        signer = self._record_signer if given is None else None
 
         def work(tx: Tx) -> list[Record]:
             self._lock_run(tx, run)
@@ -865,7 +920,7 @@ class SQLStore(JournalStore):
             rows: list[tuple[Any, ...]] = []
             effects: list[tuple[str, str, str, int]] = []
             outcome = None
-            for a in batch:
+            for i, a in enumerate(batch):
                 seq += 1
                 has_data = a.has_data
                 body = Body(
@@ -879,6 +934,8 @@ class SQLStore(JournalStore):
                     has_data,
                 )
                 rec = make_record(body, prev, signer)
+                if given is not None and given[i] is not None:
+                    rec = Record(run, seq, rec.raw, prev, rec.hash, given[i])
                 sig = rec.signature
                 rows.append(
                     (
@@ -1403,6 +1460,70 @@ class SQLStore(JournalStore):
             return merged
 
         return self._write(work)
+
+    def import_checkpoint(self, note: bytes) -> None:
+        """Keep ``note`` as given: a checkpoint of this log, signed by its key, whose text is
+        this store's checkpoint text at its size (the root from the stored hashes).
+
+        Malformed notes raise MalformedError. A note of another origin, with two lines for one
+        key, without the log's line, with a log-name line of another key, of a size beyond
+        the log, or whose text is not this log's at its size is a UsageError; an invalid log
+        signature is an InvalidSignatureError. When a note of that size is kept already, the
+        same bytes change nothing and different bytes are a UsageError. Cosignature lines are
+        not verified (the caller did). Nothing is written when it raises.
+        """
+        if not isinstance(note, bytes):
+            raise UsageError("a note is bytes")
+        text, sigs = parse_note(note)
+        cp = Checkpoint.parse(text)
+        if cp.origin != self._origin:
+            raise UsageError(f"the note is a checkpoint of {cp.origin!r}, not of {self._origin!r}")
+        if note.count(b"\n") - text.count(b"\n") - 1 != len(sigs):
+            # parse_note returns byte-identical repeated lines once; keep no such note.
+            raise UsageError(f"checkpoint of size {cp.size}: the note repeats a signature line")
+        log = self._log_verifier
+        keys: set[tuple[str, int]] = set()
+        for s in sigs:
+            k = (s.name, s.key_id)
+            if k in keys:
+                raise UsageError(
+                    f"checkpoint of size {cp.size}: two lines for the key {s.name}+{s.key_id:08x}"
+                )
+            keys.add(k)
+            if s.name == log.name:
+                if s.key_id != log.key_id:
+                    raise UsageError(f"the note has a line for {s.name} from another key")
+                if not log.verify(text, s.sig):
+                    raise InvalidSignatureError(s.name, s.key_id)
+        if (log.name, log.key_id) not in keys:
+            raise UsageError(f"checkpoint of size {cp.size} carries no signature of the log key")
+        tenant = self._tenant
+
+        def work(tx: Tx) -> None:
+            size = self._log_size(tx)
+            if cp.size > size:
+                raise UsageError(f"checkpoint of size {cp.size} is beyond the log's size {size}")
+            own = Checkpoint(self._origin, cp.size, merkle.tree_hash(cp.size, self._reader(tx)))
+            if own.format() != text:
+                raise UsageError(
+                    f"the note's text is not this log's checkpoint of size {cp.size}"
+                    " (another root, or extension lines)"
+                )
+            if tx.execute(
+                "INSERT INTO checkpoint (tenant, size, note) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, size) DO NOTHING",
+                (tenant, cp.size, note),
+            ):
+                return
+            row = tx.one(
+                "SELECT note FROM checkpoint WHERE tenant = ? AND size = ?", (tenant, cp.size)
+            )
+            assert row is not None
+            kept, _, _ = _stored_note(row[0], f"checkpoint {cp.size}")
+            if kept != note:
+                raise UsageError(f"another note of size {cp.size} is kept already")
+
+        self._write(work)
 
     def published(self) -> list[bytes]:
         """Every kept checkpoint note, by increasing size."""
