@@ -1,0 +1,1365 @@
+"""The ``tlog-store`` command: a journal store, its Merkle log and checkpoints from the shell.
+
+Verbs (every one takes the store options below)::
+
+    tlog-store init --origin ORIGIN [--json]
+    tlog-store vkey
+    tlog-store acquire RUN --owner O --ttl SECONDS [--json]
+    tlog-store renew RUN --owner O --epoch E --ttl SECONDS [--json]
+    tlog-store release RUN --epoch E
+    tlog-store append RUN --epoch E --kind K [--data JSON] [--case C] [--effect-key K] [--json]
+    tlog-store append RUN --epoch E --batch FILE|- [--json]
+    tlog-store seal RUN --epoch E --outcome O [--json]
+    tlog-store head RUN [--json]
+    tlog-store read RUN [--from SEQ] [--json]
+    tlog-store verify [RUN ...] [--json]
+    tlog-store checkpoint [--unsigned] [--json]
+    tlog-store publish [FILE]
+    tlog-store published [--json]
+    tlog-store prove RUN [--out FILE]
+    tlog-store export [--out FILE|-] [--witness-key VKEY]... [--witness-keys FILE]...
+                      [--record-key VKEY]...
+    tlog-store restore FILE [--record-key VKEY]... [--require-record-signatures] [--json]
+
+Store options: ``--db PATH`` (a SQLite file, the embedded default; environment variable
+``TLOG_STORE_DB``) or ``--postgres URL`` (a libpq connection string or URL;
+``TLOG_STORE_POSTGRES``), exactly one; ``--tenant T`` (default ``default``); ``--key FILE`` (the
+log's Ed25519 signer key; ``TLOG_STORE_KEY``, and with SQLite by default ``<db path>.key``).
+Every verb accepts ``--key``, so that one set of store options serves them all, but only
+``init``, ``checkpoint`` (unless ``--unsigned``) and ``prove`` (when it must sign) read it. A
+flag wins over the environment. Verbs other than ``init`` refuse a SQLite path that does not
+exist rather than create an empty database there.
+
+Input formats (read as bytes and parsed strictly):
+
+* key file: the Go ``PRIVATE+KEY+<name>+<key ID>+<base64>`` text of a type-0x01 (Ed25519) key
+  (:mod:`tlog.keys`); ``init`` creates one (mode 0600, never overwriting) when none exists. The
+  key's own name does not matter: each tenant's checkpoints are signed under the name
+  ``<origin>/<tenant>``, the tenant log's origin;
+* ``--data`` and batch lines: JSON (RFC 8259) with no repeated object key, no floating-point
+  number, no NaN or infinity, integers within +-(2^53-1), strings without lone surrogates; the
+  store writes the canonical form (:mod:`tlog.journal`);
+* batch file (``append --batch``): JSON Lines, one object per line, every line ending in LF, no
+  empty line, no CR; each object has the key ``kind`` (a string) and optionally ``data`` (any
+  JSON value), ``case`` and ``effect_key`` (strings); any other key is refused with its line
+  number. The whole batch is appended atomically or not at all;
+* numbers (``--epoch``, ``--ttl``, ``--from``): canonical decimal, at most 2^63-1;
+* note (``publish``): a C2SP signed note, at most 1 MiB.
+
+Outputs go to standard output: see each verb's ``--help``. ``--json`` prints one JSON object
+(``read --json`` prints one object per record per line, JSON Lines, so that it streams).
+
+Exit status (:func:`main` is the one place that maps exceptions to statuses):
+
+==  ===================================================================================
+ 0  success
+ 1  verification failure: stored data, an export being restored or a proof does not verify
+    (CorruptError, tlog VerificationError, RestoreError), ``prove`` of a run that is not sealed
+ 2  unusable input or usage: malformed data, bad arguments, unreadable file
+    (MalformedError, UsageError, OSError, argparse errors)
+ 3  refused by the store's rules (FencedError, LeaseHeldError, LeaseNotHeldError,
+    DuplicateEffectError, RunSealedError)
+ 4  backend trouble (BackendError; CommitUnknownError: the write may or may not have been
+    written)
+==  ===================================================================================
+
+Every failure prints exactly one line on standard error, ``tlog-store: <verb>: <message>``, and
+never a traceback. A closed standard output (``tlog-store ... | head``) ends the command silently
+with status 2. Exceptions other than :class:`tlog.errors.TlogError`, :class:`OSError` and
+:class:`UnicodeDecodeError` are bugs and are left to surface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, BinaryIO, NoReturn
+
+from store.api import Append, JournalStore
+from store.errors import (
+    BackendError,
+    CommitUnknownError,
+    CorruptError,
+    DuplicateEffectError,
+    FencedError,
+    LeaseHeldError,
+    LeaseNotHeldError,
+    RunSealedError,
+)
+from store.open import init_store, open_store
+from tlog.checkpoint import Checkpoint
+from tlog.encoding import b64encode, parse_decimal
+from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
+from tlog.journal import (
+    GENESIS,
+    ChainError,
+    Record,
+    canonical_json,
+    check_case_id,
+    check_effect_key,
+    check_kind,
+    check_outcome,
+    check_run_id,
+    check_tenant,
+    verify_chain,
+)
+from tlog.keys import SignerKey, generate_key, parse_signer_key
+from tlog.merkle import leaf_hash, verify_inclusion
+from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, check_key_name, parse_note
+from tlog.proof import TlogProof
+
+EXIT_OK = 0
+EXIT_UNVERIFIED = 1
+EXIT_BAD_INPUT = 2
+EXIT_REFUSED = 3
+EXIT_BACKEND = 4
+
+ENV_DB = "TLOG_STORE_DB"
+ENV_POSTGRES = "TLOG_STORE_POSTGRES"
+ENV_KEY = "TLOG_STORE_KEY"
+DEFAULT_TENANT = "default"
+
+MAX_KEY_FILE_SIZE = 1 << 16
+"""Largest key file read; a signer key is well under 100 bytes."""
+
+READ_PAGE = 1000
+"""Records fetched per query by ``read`` and ``verify``: output streams, memory stays flat."""
+
+_BATCH_KEYS = frozenset({"kind", "data", "case", "effect_key"})
+
+
+class NotSealedError(VerificationError):
+    """``prove`` of a run that is not sealed: nothing proves that it is in the log."""
+
+
+# --- input -----------------------------------------------------------------------------------
+
+
+def _is_stdin(path: str | None) -> bool:
+    return path is None or path == "-"
+
+
+def _source(path: str | None) -> str:
+    """The name of an input in messages."""
+    return "stdin" if _is_stdin(path) else str(path)
+
+
+def _read(path: str | None, limit: int | None = None) -> bytes:
+    """Read a whole input; more than ``limit`` bytes is malformed (read no further)."""
+    n = -1 if limit is None else limit + 1
+    if _is_stdin(path):
+        data = sys.stdin.buffer.read(n)
+    else:
+        assert path is not None
+        with open(path, "rb") as f:
+            data = f.read(n)
+    if limit is not None and len(data) > limit:
+        raise MalformedError(f"{_source(path)} is larger than {limit} bytes")
+    return data
+
+
+def _utf8_arg(text: str, what: str) -> str:
+    """A command-line string that must be valid UTF-8 (argv may carry undecodable bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedError(f"{what} is not valid UTF-8") from None
+    return text
+
+
+def _text_arg(text: str, what: str) -> str:
+    """A non-empty UTF-8 command-line string without control characters."""
+    _utf8_arg(text, what)
+    if not text:
+        raise MalformedError(f"{what} is empty")
+    if any(c < " " or c == "\x7f" for c in text):
+        raise MalformedError(f"{what} contains a control character")
+    return text
+
+
+def _number(text: str, what: str, minimum: int = 0) -> int:
+    n = parse_decimal(_utf8_arg(text, what), what)
+    if n < minimum:
+        raise MalformedError(f"{what} must be at least {minimum}")
+    return n
+
+
+def _run_arg(text: str) -> str:
+    check_run_id(_utf8_arg(text, "RUN"))
+    return text
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise MalformedError(f"object repeats the key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_float(text: str) -> Any:
+    raise MalformedError(f"number {text} is not an integer (floats have no canonical form)")
+
+
+def _no_constant(text: str) -> Any:
+    raise MalformedError(f"{text} is not JSON")
+
+
+def _parse_json(text: str, where: str) -> Any:
+    """Parse one JSON value strictly enough that the store can write it canonically.
+
+    Whitespace and key order are free (the store canonicalises); repeated keys, floats, NaN,
+    integers beyond +-(2^53-1) and lone surrogates are refused, naming ``where``.
+    """
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_float=_no_float,
+            parse_constant=_no_constant,
+        )
+    except json.JSONDecodeError as e:
+        raise MalformedError(f"{where} is not JSON: {e.msg} at character {e.pos}") from None
+    except MalformedError as e:
+        raise MalformedError(f"{where}: {e}") from None
+    except RecursionError:
+        raise MalformedError(f"{where} nests too deeply") from None
+    try:
+        canonical_json(value)
+    except MalformedError as e:
+        raise MalformedError(f"{where}: {e}") from None
+    except UnicodeEncodeError:
+        # "\ud800" parses to a lone surrogate, which has no UTF-8 form.
+        raise MalformedError(f"{where} holds a lone surrogate (not valid Unicode)") from None
+    except RecursionError:
+        raise MalformedError(f"{where} nests too deeply") from None
+    return value
+
+
+def _check_field(check: Callable[[str], None], value: object, name: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedError(f"{where}: {name!r} is not a string")
+    try:
+        value.encode("utf-8")
+        check(value)
+    except UnicodeEncodeError:
+        raise MalformedError(f"{where}: {name!r} holds a lone surrogate") from None
+    except MalformedError as e:
+        raise MalformedError(f"{where}: {e}") from None
+    return value
+
+
+def _batch(data: bytes, run: str, what: str) -> list[Append]:
+    """Parse a JSON Lines batch file into appends to ``run`` (see the module docstring)."""
+    if not data:
+        raise MalformedError(f"{what} holds no records")
+    if not data.endswith(b"\n"):
+        raise MalformedError(f"{what} does not end in a newline")
+    batch = []
+    for i, line in enumerate(data[:-1].split(b"\n"), 1):
+        where = f"{what} line {i}"
+        if not line:
+            raise MalformedError(f"{where} is empty")
+        if b"\r" in line:
+            raise MalformedError(f"{where} contains a carriage return (lines end in LF alone)")
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedError(f"{where} is not valid UTF-8 (byte {e.start})") from None
+        obj = _parse_json(text, where)
+        if not isinstance(obj, dict):
+            raise MalformedError(f"{where} is not a JSON object")
+        unknown = sorted(set(obj) - _BATCH_KEYS)
+        if unknown:
+            raise MalformedError(
+                f"{where} has unknown key {unknown[0]!r} (known: kind, data, case, effect_key)"
+            )
+        if "kind" not in obj:
+            raise MalformedError(f"{where} has no 'kind'")
+        kind = _check_field(check_kind, obj["kind"], "kind", where)
+        case = effect_key = None
+        if "case" in obj:
+            case = _check_field(check_case_id, obj["case"], "case", where)
+        if "effect_key" in obj:
+            effect_key = _check_field(check_effect_key, obj["effect_key"], "effect_key", where)
+        if "data" in obj:
+            batch.append(Append(run, kind, obj["data"], case=case, effect_key=effect_key))
+        else:
+            batch.append(Append(run, kind, case=case, effect_key=effect_key))
+    return batch
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _write(data: bytes | str) -> None:
+    out = sys.stdout.buffer
+    out.write(data.encode("utf-8") if isinstance(data, str) else data)
+    out.flush()
+
+
+def _write_json(obj: object) -> None:
+    _write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def _jsonable(value: object) -> object:
+    """A result value as JSON: bytes become base64, dataclasses objects, tuples lists."""
+    if isinstance(value, bytes):
+        return b64encode(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@contextmanager
+def _output_file(path: str) -> Iterator[BinaryIO]:
+    """Write ``path`` atomically: a temporary file in its directory, renamed when complete.
+
+    A failed or interrupted write leaves ``path`` as it was, never a truncated file that
+    looks complete. The file gets the mode ``open()`` would give it (0666 less the umask).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tlog-store-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+# --- store and key -----------------------------------------------------------------------------
+
+
+def _backend(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(db, postgres): the flags, else the environment; exactly one must be set."""
+    if args.db is not None:
+        db: str | None = _utf8_arg(args.db, "--db")
+        pg: str | None = None
+    elif args.postgres is not None:
+        db, pg = None, _utf8_arg(args.postgres, "--postgres")
+    else:
+        db = os.environ.get(ENV_DB) or None
+        pg = os.environ.get(ENV_POSTGRES) or None
+        if db is not None and pg is not None:
+            raise UsageError(
+                f"both {ENV_DB} and {ENV_POSTGRES} are set: choose with --db or --postgres"
+            )
+        if db is None and pg is None:
+            raise UsageError(
+                f"no store given: use --db PATH or --postgres URL (or set {ENV_DB} or "
+                f"{ENV_POSTGRES})"
+            )
+    if db == "" or pg == "":
+        raise UsageError("the store path or URL is empty")
+    return db, pg
+
+
+def _existing(db: str | None) -> None:
+    """Refuse a SQLite path with no file: opening it would create an empty database there."""
+    if db is not None and not os.path.exists(db):
+        raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
+
+
+def _tenant(args: argparse.Namespace) -> str:
+    tenant: str = _utf8_arg(args.tenant, "--tenant")
+    check_tenant(tenant)
+    return tenant
+
+
+def _key_path(args: argparse.Namespace, db: str | None) -> str:
+    """The log key file: --key, else TLOG_STORE_KEY, else (SQLite only) ``<db>.key``."""
+    if args.key is not None:
+        return str(_utf8_arg(args.key, "--key"))
+    env = os.environ.get(ENV_KEY)
+    if env:
+        return env
+    if db is not None:
+        return db + ".key"
+    raise UsageError(f"with --postgres the log key must be given: --key FILE (or {ENV_KEY})")
+
+
+def _read_key(path: str) -> SignerKey:
+    data = _read(path, MAX_KEY_FILE_SIZE)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedError(f"key file {path} is not UTF-8") from None
+    try:
+        key = parse_signer_key(text)
+    except MalformedError as e:
+        raise MalformedError(f"key file {path}: {e}") from None
+    if key.key_type != TYPE_ED25519:
+        raise UsageError(f"key file {path} is not an Ed25519 (type 0x01) log key")
+    return key
+
+
+def _create_private(path: str, data: bytes) -> None:
+    """Create ``path`` with mode 0600 and write ``data``; never overwrite an existing file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
+    """Open the store the arguments name, for their tenant; with the log key when ``key``."""
+    db, pg = _backend(args)
+    tenant = _tenant(args)
+    _existing(db)
+    signer = _read_key(_key_path(args, db)) if key else None
+    return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
+
+
+# --- init, vkey --------------------------------------------------------------------------------
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    origin = _text_arg(args.origin, "--origin")
+    db, pg = _backend(args)
+    tenant = _tenant(args)
+    path = _key_path(args, db)
+    created = False
+    try:
+        key = _read_key(path)
+    except FileNotFoundError:
+        key = generate_key(origin)
+        # Fail before writing anything when the tenant log's key name is not valid.
+        check_key_name(f"{origin}/{tenant}")
+        _create_private(path, (key.format() + "\n").encode("utf-8"))
+        created = True
+    try:
+        check_key_name(f"{origin}/{tenant}")
+        init_store(db=db, postgres=pg, origin=origin, key=key)
+    except TlogError as e:
+        # A key made for a store that refused it (initialised with another key or origin)
+        # would only be found, and used, by the next command: take it back. Never after an
+        # unknown commit (or an interruption): the store may hold this key, the only one.
+        if created and not isinstance(e, CommitUnknownError):
+            os.unlink(path)
+        raise
+    with open_store(db=db, postgres=pg, tenant=tenant, key=key) as store:
+        vkey = store.log_vkey
+        if args.json:
+            _write_json({"origin": store.origin, "vkey": vkey, "key": path, "created": created})
+        else:
+            _write(vkey + "\n")
+    return EXIT_OK
+
+
+def _cmd_vkey(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        _write(store.log_vkey + "\n")
+    return EXIT_OK
+
+
+# --- leases --------------------------------------------------------------------------------------
+
+
+def _write_lease(args: argparse.Namespace, lease: Any) -> None:
+    if args.json:
+        _write_json(_jsonable(lease))
+    else:
+        _write(f"{lease.epoch}\n")
+
+
+def _cmd_acquire(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    owner = _text_arg(args.owner, "--owner")
+    ttl = _number(args.ttl, "--ttl", 1)
+    with _open(args) as store:
+        _write_lease(args, store.acquire(run, owner, ttl))
+    return EXIT_OK
+
+
+def _cmd_renew(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    owner = _text_arg(args.owner, "--owner")
+    epoch = _number(args.epoch, "--epoch", 1)
+    ttl = _number(args.ttl, "--ttl", 1)
+    with _open(args) as store:
+        _write_lease(args, store.renew(run, owner, epoch, ttl))
+    return EXIT_OK
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    epoch = _number(args.epoch, "--epoch", 1)
+    with _open(args) as store:
+        store.release(run, epoch)
+    return EXIT_OK
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+def _cmd_append(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    epoch = _number(args.epoch, "--epoch", 1)
+    if args.batch is not None:
+        for flag, value in (("--data", args.data), ("--case", args.case)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with --kind; batch lines carry their own")
+        if args.effect_key is not None:
+            raise UsageError("--effect-key goes with --kind; batch lines carry their own")
+        batch = _batch(_read(args.batch), run, f"batch {_source(args.batch)}")
+    else:
+        where = "--kind"
+        kind = _check_field(check_kind, args.kind, "kind", where)
+        case = effect_key = None
+        if args.case is not None:
+            case = _check_field(check_case_id, args.case, "case", "--case")
+        if args.effect_key is not None:
+            effect_key = _check_field(
+                check_effect_key, args.effect_key, "effect_key", "--effect-key"
+            )
+        if args.data is not None:
+            data = _parse_json(_utf8_arg(args.data, "--data"), "--data")
+            batch = [Append(run, kind, data, case=case, effect_key=effect_key)]
+        else:
+            batch = [Append(run, kind, case=case, effect_key=effect_key)]
+    with _open(args) as store:
+        records = store.append(epoch, batch)
+    if args.json:
+        _write_json(
+            {"run": run, "records": [{"seq": r.seq, "hash": b64encode(r.hash)} for r in records]}
+        )
+    else:
+        _write("".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
+    return EXIT_OK
+
+
+def _cmd_seal(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    epoch = _number(args.epoch, "--epoch", 1)
+    outcome = _utf8_arg(args.outcome, "--outcome")
+    try:
+        check_outcome(outcome)
+    except MalformedError as e:
+        raise MalformedError(f"--outcome: {e}") from None
+    with _open(args) as store:
+        seal = store.seal(run, epoch, outcome)
+    if args.json:
+        _write_json(_jsonable(seal))
+    else:
+        _write(f"position {seal.position}\nhead {b64encode(seal.head)}\n")
+    return EXIT_OK
+
+
+def _cmd_head(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    with _open(args) as store:
+        head = store.head(run)
+    if args.json:
+        _write_json({"run": run, "seq": head.seq, "hash": b64encode(head.hash)})
+    else:
+        _write(f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
+    return EXIT_OK
+
+
+def _cmd_read(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    seq = 1 if args.from_seq is None else _number(args.from_seq, "--from", 1)
+    prev: bytes | None = GENESIS if seq == 1 else None
+    with _open(args) as store:
+        while True:
+            page = store.read_page(run, seq, READ_PAGE)
+            out = []
+            for r in page:
+                # The store checks each record's hash; the links between them are checked here,
+                # across pages too, so that what is printed is one chain.
+                if r.seq != seq:
+                    raise CorruptError(f"sequence gap: expected record {seq}", run, r.seq)
+                if prev is not None and r.prev_hash != prev:
+                    raise CorruptError("does not link to the previous record's hash", run, r.seq)
+                prev, seq = r.hash, seq + 1
+                if args.json:
+                    obj: dict[str, Any] = {
+                        "seq": r.seq,
+                        "hash": b64encode(r.hash),
+                        "prev_hash": b64encode(r.prev_hash),
+                        "raw": r.raw.decode("utf-8"),
+                    }
+                    if r.signature is not None:
+                        obj["signature"] = {
+                            "name": r.signature.name,
+                            "key_id": f"{r.signature.key_id:08x}",
+                            "sig": b64encode(r.signature.sig),
+                        }
+                    out.append(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+                else:
+                    out.append(b"%d %s %s\n" % (r.seq, b64encode(r.hash).encode(), r.raw))
+            _write(b"".join(out))
+            if len(page) < READ_PAGE:
+                return EXIT_OK
+
+
+def _all_runs(store: JournalStore) -> Iterator[str]:
+    after: str | None = None
+    while True:
+        page = store.runs(after, READ_PAGE)
+        yield from page
+        if len(page) < READ_PAGE:
+            return
+        after = page[-1]
+
+
+def _chain_to(store: JournalStore, run: str, last: int) -> Iterator[Record]:
+    """Records 1..``last`` of ``run``, page by page (records appended meanwhile are not read)."""
+    seq = 1
+    while seq <= last:
+        page = store.read_page(run, seq, min(READ_PAGE, last - seq + 1))
+        yield from page
+        if not page:
+            return
+        seq = page[-1].seq + 1
+
+
+def _verify_run(store: JournalStore, run: str, cp: Checkpoint) -> tuple[dict[str, Any], Checkpoint]:
+    """Check one run: its chain, its head, and if sealed its seal and its leaf in the log.
+
+    Safe while writers work: the seal is read before the head (a sealed run no longer changes),
+    the chain is checked up to the head that was read, and a run sealed after ``cp`` is proven
+    against a fresh checkpoint (the log only grows). Returns the result and the checkpoint used.
+    """
+    seal = store.sealed(run)
+    head = store.head(run)
+    if head.seq == 0:
+        raise UsageError(f"run {run} has no records")
+    count = 0
+
+    def counted() -> Iterator[Record]:
+        nonlocal count
+        for r in _chain_to(store, run, head.seq):
+            count += 1
+            yield r
+
+    try:
+        last = verify_chain(counted(), run)
+    except ChainError as e:
+        raise CorruptError(str(e).removeprefix(f"run {run} record {e.seq}: "), run, e.seq) from None
+    if count != head.seq:
+        raise CorruptError(f"the head is record {head.seq} but the chain ends at {count}", run)
+    if last != head.hash:
+        raise CorruptError("the stored head is not the chain's last hash", run)
+    result: dict[str, Any] = {"run": run, "records": head.seq, "head": b64encode(last)}
+    if seal is None:
+        result["sealed"] = None
+        return result, cp
+    if seal.head != last:
+        raise CorruptError("the seal's head is not the chain's last hash", run)
+    if seal.position >= cp.size:
+        cp = store.checkpoint()
+    inc = store.inclusion_proof(run, cp.size)
+    if inc is None or inc.index != seal.position or inc.head != seal.head:
+        raise CorruptError(f"the seal at log position {seal.position} is not in the log", run)
+    verify_inclusion(inc.index, cp.size, leaf_hash(seal.head), inc.proof, cp.root)
+    result["sealed"] = {"position": seal.position, "outcome": seal.outcome}
+    return result, cp
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    runs = [_run_arg(r) for r in args.runs]
+    with _open(args) as store:
+        cp = store.checkpoint()
+        results = []
+        for run in runs or _all_runs(store):
+            r, cp = _verify_run(store, run, cp)
+            if args.json:
+                results.append(r)
+                continue
+            line = f"ok {run} records {r['records']} head {r['head']}"
+            if r["sealed"] is not None:
+                line += f" sealed {r['sealed']['position']} {r['sealed']['outcome']}"
+            _write(line + "\n")
+    if args.json:
+        _write_json({"origin": cp.origin, "size": cp.size, "runs": results})
+    return EXIT_OK
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> int:
+    if args.unsigned:
+        with _open(args) as store:
+            cp = store.checkpoint()
+        if args.json:
+            _write_json({"origin": cp.origin, "size": cp.size, "root": b64encode(cp.root)})
+        else:
+            _write(cp.format())
+        return EXIT_OK
+    with _open(args, key=True) as store:
+        note = store.sign_checkpoint()
+    if args.json:
+        text, _ = parse_note(note)
+        cp = Checkpoint.parse(text)
+        _write_json(
+            {
+                "origin": cp.origin,
+                "size": cp.size,
+                "root": b64encode(cp.root),
+                "note": note.decode("utf-8"),
+            }
+        )
+    else:
+        _write(note)
+    return EXIT_OK
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    note = _read(args.file, MAX_NOTE_SIZE)
+    parse_note(note)  # refuse a malformed note here, with the note's own message
+    with _open(args) as store:
+        _write(store.add_cosignatures(note))
+    return EXIT_OK
+
+
+def _describe_note(note: bytes) -> dict[str, Any]:
+    text, sigs = parse_note(note)
+    cp = Checkpoint.parse(text)
+    return {
+        "size": cp.size,
+        "root": b64encode(cp.root),
+        "signers": [{"name": s.name, "key_id": f"{s.key_id:08x}"} for s in sigs],
+        "note": note.decode("utf-8"),
+    }
+
+
+def _cmd_published(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        notes = [_describe_note(n) for n in store.published()]
+    if args.json:
+        _write_json({"checkpoints": notes})
+    else:
+        lines = []
+        for n in notes:
+            signers = " ".join(f"{s['name']}+{s['key_id']}" for s in n["signers"])
+            lines.append(f"{n['size']} {n['root']} {signers}\n")
+        _write("".join(lines))
+    return EXIT_OK
+
+
+def _proof_checkpoint(store: JournalStore, position: int, args: argparse.Namespace) -> bytes:
+    """The newest kept checkpoint covering ``position``, else a newly signed one."""
+    kept = store.published()
+    if kept:
+        text, _ = parse_note(kept[-1])
+        if Checkpoint.parse(text).size > position:
+            return kept[-1]
+    # Only now is the log key needed: a second handle that can sign.
+    with _open(args, key=True) as signing:
+        return signing.sign_checkpoint()
+
+
+def _cmd_prove(args: argparse.Namespace) -> int:
+    run = _run_arg(args.run)
+    with _open(args) as store:
+        seal = store.sealed(run)
+        if seal is None:
+            raise NotSealedError(f"run {run} is not sealed, so it is not in the log")
+        # The proof vouches for the head: check first that the run's records still give it.
+        if store.verify(run) != seal.head:
+            raise CorruptError("the seal's head is not the chain's last hash", run)
+        note = _proof_checkpoint(store, seal.position, args)
+        text, _ = parse_note(note)
+        cp = Checkpoint.parse(text)
+        inc = store.inclusion_proof(run, cp.size)
+        if inc is None or inc.index != seal.position or inc.head != seal.head:
+            raise CorruptError(f"the seal at log position {seal.position} is not in the log", run)
+    # Never hand out a proof that does not verify against its own checkpoint.
+    verify_inclusion(inc.index, cp.size, leaf_hash(seal.head), inc.proof, cp.root)
+    data = TlogProof(inc.index, inc.proof, note, seal.head).format()
+    if _is_stdin(args.out):
+        _write(data)
+    else:
+        with _output_file(args.out) as f:
+            f.write(data)
+    return EXIT_OK
+
+
+# --- export, restore -----------------------------------------------------------------------------
+
+
+def _vkey_args(flags: Sequence[str], files: Sequence[str], what: str) -> list[str]:
+    """Vkeys from repeated flags and from files of one vkey per line (each line ending in LF)."""
+    vkeys = [_utf8_arg(v, f"--{what}-key") for v in flags]
+    for path in files:
+        source = f"{what} key file {_source(path)}"
+        data = _read(path, MAX_NOTE_SIZE)
+        if data and not data.endswith(b"\n"):
+            raise MalformedError(f"{source} does not end in a newline")
+        for i, line in enumerate(data[:-1].split(b"\n") if data else [], 1):
+            try:
+                vkeys.append(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise MalformedError(f"{source} line {i} is not UTF-8") from None
+    return vkeys
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from store.export import export_store  # noqa: PLC0415
+
+    files = args.witness_keys
+    if sum(f == "-" for f in files) > 1:
+        raise UsageError("only one input can be standard input ('-')")
+    witness_keys = _vkey_args(args.witness_key, files, "witness")
+    record_keys = _vkey_args(args.record_key, [], "record")
+    with _open(args) as store:
+        if _is_stdin(args.out):
+            export_store(
+                store, sys.stdout.buffer, witness_keys=witness_keys, record_keys=record_keys
+            )
+            sys.stdout.buffer.flush()
+        else:
+            with _output_file(args.out) as f:
+                export_store(store, f, witness_keys=witness_keys, record_keys=record_keys)
+    return EXIT_OK
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from store.export import restore_store  # noqa: PLC0415
+
+    path = _utf8_arg(args.file, "FILE")
+    record_keys = _vkey_args(args.record_key, [], "record") if args.record_key else None
+    with open(path, "rb"):
+        pass  # an unreadable file is reported as such, before the store is opened
+    with _open(args) as store:
+        summary = restore_store(
+            store,
+            path,
+            record_keys=record_keys,
+            require_record_signatures=args.require_record_signatures,
+        )
+    result = _jsonable(summary)
+    if args.json:
+        _write_json(result)
+    elif isinstance(result, dict):
+        _write("".join(f"{k} {v}\n" for k, v in result.items()))
+    else:
+        _write(f"{result}\n")
+    return EXIT_OK
+
+
+# --- argument parsing ----------------------------------------------------------------------------
+
+
+class _ArgumentError(UsageError):
+    """A command line argparse refuses."""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(message)
+
+
+_EPILOG_MAIN = """\
+Run 'tlog-store VERB --help' for the formats and examples of a verb.
+
+store options (every verb):
+  --db PATH       a SQLite file, the embedded default (env TLOG_STORE_DB)
+  --postgres URL  a PostgreSQL connection string or URL (env TLOG_STORE_POSTGRES)
+  --tenant T      the tenant: 1-64 of [a-z0-9._-] (default: default); its log's origin is
+                  <origin>/<tenant>
+  --key FILE      the log's Ed25519 signer key, read by the verbs that sign: init,
+                  checkpoint, prove (env TLOG_STORE_KEY; with SQLite the default is
+                  <db path>.key; required with --postgres); the others accept and ignore it
+
+exit status:
+  0  success
+  1  verification failure: stored data, an export being restored or a proof does not
+     verify, or 'prove' of a run that is not sealed
+  2  unusable input or usage: malformed data, bad arguments, unreadable file
+  3  refused by the store's rules: fenced epoch, lease held or not held, effect already
+     started, run sealed
+  4  backend trouble: the database failed (nothing written), or the connection failed
+     during commit (the write may or may not have been written: read back before retrying)
+Every failure prints one line on standard error: 'tlog-store: VERB: message'.
+
+examples:
+  export TLOG_STORE_DB=journal.db
+  tlog-store init --origin example.com/journal > log.vkey
+  EPOCH=$(tlog-store acquire run-1 --owner worker-a --ttl 60)
+  tlog-store append run-1 --epoch "$EPOCH" --kind Started --data '{"input": 42}'
+  tlog-store seal run-1 --epoch "$EPOCH" --outcome ok
+  tlog-store checkpoint > checkpoint
+  tlog-store prove run-1 --out run-1.tlog-proof
+  tlog-store export --out journal.export
+"""
+
+_EPILOG_INIT = """\
+Creates the store's schema (idempotent for the same origin and key) and records the base
+ORIGIN and the log key's public half. The key file (--key, default <db path>.key with SQLite)
+is created with mode 0600 when it does not exist -- a new Ed25519 (type 0x01) key -- and is
+loaded, never overwritten, when it does. Prints the tenant log's vkey: the log key under the
+name <ORIGIN>/<tenant>, the origin its checkpoints carry. Keep it: auditors verify checkpoints
+and proofs with it. --json prints origin, vkey, key (the file) and created (true when this run
+made the key).
+
+examples:
+  tlog-store init --db journal.db --origin example.com/journal > log.vkey
+  tlog-store init --postgres postgresql://app@db/journal --key /etc/tlog/log.key \\
+      --origin example.com/journal --tenant acme
+"""
+
+_EPILOG_VKEY = """\
+Prints the tenant log's vkey again, as the store recorded it at init: the public half of the
+log key under the name <origin>/<tenant>. No key file is read.
+
+examples:
+  tlog-store vkey --db journal.db --tenant acme
+"""
+
+_EPILOG_ACQUIRE = """\
+Claims RUN for TTL whole seconds (>= 1) and prints the new epoch, the fencing token every
+append and seal must carry. A live lease is refused (exit 3), even to its own owner; a claim
+always bumps the epoch, which fences out the previous holder. --json prints the lease (run,
+owner, epoch, expires_at).
+
+examples:
+  EPOCH=$(tlog-store acquire run-1 --owner worker-a --ttl 60)
+"""
+
+_EPILOG_RENEW = """\
+Extends the exact live lease (OWNER, EPOCH) by TTL seconds from now, keeping its epoch, and
+prints the epoch (--json: the lease). A released, lapsed or taken-over lease is refused (exit 3):
+the caller has lost the run.
+
+examples:
+  tlog-store renew run-1 --owner worker-a --epoch "$EPOCH" --ttl 60
+"""
+
+_EPILOG_RELEASE = """\
+Marks the lease at EPOCH expired, keeping its epoch so that the next claim fences it. Idempotent
+and never refused; prints nothing.
+
+examples:
+  tlog-store release run-1 --epoch "$EPOCH"
+"""
+
+_EPILOG_APPEND = """\
+Appends records to RUN under EPOCH (which must equal the run's lease epoch, else exit 3).
+One record from the flags: --kind K (a letter, then [A-Za-z0-9_.-]), --data JSON (any JSON
+value: no floats, no repeated keys, integers within +-(2^53-1)), --case C, --effect-key K. Or a
+batch with --batch FILE (- is standard input): JSON Lines, one object per line, each line ending
+in a newline, with the keys kind, and optionally data, case, effect_key -- any other key is
+refused with its line number. A batch is written atomically: all of it or nothing.
+
+Two kinds mean something to the store: EffectStarted with an effect key is accepted once per
+(run, effect key) -- a second one is refused (exit 3); RunConcluded with data.outcome feeds the
+outcome index.
+
+Prints one line per record: 'SEQ HASH' (the record's chain hash, base64). --json prints
+{"run": ..., "records": [{"seq": ..., "hash": ...}]}.
+
+examples:
+  tlog-store append run-1 --epoch 1 --kind Started --data '{"input": 42}' --case case-7
+  tlog-store append run-1 --epoch 1 --kind EffectStarted --effect-key email:1
+  printf '%s\\n' '{"kind": "Step", "data": 1}' '{"kind": "Step", "data": 2}' |
+      tlog-store append run-1 --epoch 1 --batch -
+"""
+
+_EPILOG_SEAL = """\
+Freezes RUN (under EPOCH) and enters its head -- the last record's hash -- into the tenant's
+Merkle log as the leaf SHA-256(0x00 || head), at the next log position. The first seal wins:
+sealing again changes nothing and prints the same head. Later appends are refused (exit 3).
+OUTCOME is a letter, then up to 63 of [A-Za-z0-9_.-] (as a record kind). Prints
+'position N' and 'head HASH' (--json: run, position, head, outcome).
+
+examples:
+  tlog-store seal run-1 --epoch "$EPOCH" --outcome ok
+"""
+
+_EPILOG_HEAD = """\
+Prints RUN's last record: 'seq N' and 'hash HASH' (seq 0 and 32 zero bytes for a run with no
+records). --json prints run, seq and hash.
+
+examples:
+  tlog-store head run-1
+"""
+
+_EPILOG_READ = """\
+Prints RUN's records from --from SEQ (default 1), each hash-checked and link-checked as it is
+read: one line per record, 'SEQ HASH BODY', BODY being the record's canonical JSON bytes exactly
+as hashed (they hold no newline). --json prints one JSON object per line instead (JSON Lines):
+seq, hash, prev_hash, raw (the body as a string) and signature when the record is signed. A
+record whose hash does not cover its body, or that does not link to the one before it (from
+--from on: the first record's link is taken on trust), stops the listing with exit 1; the
+records before it are already printed. Nothing is printed for a run with no records.
+
+examples:
+  tlog-store read run-1
+  tlog-store read run-1 --from 100 --json | jq -r .raw
+"""
+
+_EPILOG_VERIFY = """\
+Checks each RUN (default: every run of the tenant): contiguous seqs, links and hashes of its
+whole chain; that the stored head is the chain's last hash; and for a sealed run, that the seal
+holds that head and that the head is the leaf at the seal's position in the log's current tree
+(an inclusion proof checked against the current root). Prints one line per run --
+'ok RUN records N head HASH [sealed POSITION OUTCOME]' -- or with --json one object. Exit 1 at
+the first run that does not verify; exit 2 for a named run with no records.
+
+examples:
+  tlog-store verify
+  tlog-store verify run-1 run-2 --json
+"""
+
+_EPILOG_CHECKPOINT = """\
+Signs the tenant log's current checkpoint (origin, size, root) with the log key, keeps it among
+the published checkpoints, and prints the signed note. --unsigned prints the checkpoint text
+only, without the key and without keeping anything. --json prints origin, size, root (and note).
+
+examples:
+  tlog-store checkpoint > checkpoint
+  tlog-store checkpoint --unsigned
+"""
+
+_EPILOG_PUBLISH = """\
+FILE (standard input if absent or -) is a cosigned copy of a checkpoint this store signed --
+what a witness returns. Its signature lines are merged into the kept checkpoint (so exports and
+proofs carry the cosignatures), and the merged note is printed.
+
+examples:
+  tlog-store checkpoint > checkpoint
+  tlog sign --key witness.key checkpoint > cosigned     # a cosignature/v1 key
+  tlog-store publish cosigned
+"""
+
+_EPILOG_PUBLISHED = """\
+Lists the kept checkpoints by increasing size, one per line: 'SIZE ROOT SIGNER...', each signer
+as NAME+KEYID (the log key, then any cosigners). --json adds each whole note.
+
+examples:
+  tlog-store published
+"""
+
+_EPILOG_PROVE = """\
+Writes a C2SP tlog-proof@v1 file for a sealed RUN to --out FILE (default: standard output):
+
+  index   the run's position in the tenant's log;
+  extra   the run's head, 32 bytes (base64): the hash of its last record;
+  hashes  the RFC 6962 inclusion proof of that position in the checkpoint's tree;
+  checkpoint  the newest kept checkpoint that covers the position (with every cosignature it
+          has gathered), or, when none does, a checkpoint signed now (needs the log key).
+
+The proof is self-contained: the leaf is SHA-256(0x00 || head), with head taken from the extra
+line, and the inclusion proof authenticates that head under the log's signed checkpoint. An
+auditor verifies it with the tenant log's vkey (tlog.proof.verify_proof with the leaf
+tlog.merkle.leaf_hash(extra)); whoever holds the run's records recomputes their chain hash and
+compares it with extra. The proof is checked against its checkpoint before it is written.
+Exit 1 when RUN is not sealed, or its records no longer give the sealed head.
+
+examples:
+  tlog-store prove run-1 --out run-1.tlog-proof
+"""
+
+_EPILOG_EXPORT = """\
+Streams the tenant's whole journal -- the log key, the kept checkpoints with their
+cosignatures, every sealed run by log position and every unsealed run, each with its records
+exactly as stored -- in the tlog-toolkit export format (docs/export-format.md) to --out FILE
+(default: standard output). A file is written under a temporary name and renamed when
+complete; a failed export leaves no file (on standard output, whatever was written before the
+failure is a partial export: discard it).
+
+The export declares the keys its signatures need: every witness whose cosignature a kept
+checkpoint carries (--witness-key VKEY, or --witness-keys FILE with one vkey per line; a type
+0x01 vkey is read as its cosignature/v1 form) and every key that signed records
+(--record-key). An undeclared signer is refused (exit 2), naming the key.
+
+examples:
+  tlog-store export --out journal.export
+  tlog-store export --witness-keys witnesses.vkeys | gzip > journal.export.gz
+"""
+
+_EPILOG_RESTORE = """\
+Replays an export FILE into this tenant of an initialised, EMPTY store (no runs, no log, no
+kept checkpoints; else exit 2). Pass 1 verifies the whole file against the store's own log key
+-- every hash, link, signature, position and checkpoint root -- and writes nothing when it does
+not verify (exit 1, naming the line). Pass 2 appends the records and seals the runs through the
+store's own rules, keeps every exported checkpoint as it is, and checks that the store rebuilt
+exactly the export; a failure there (exit 1, naming the line, run and record) leaves the target
+partially written: discard it. Initialise the target with the same origin and log key as the
+source; exporting the restored store gives the same file byte for byte.
+
+--record-key narrows the trusted record keys (default: those the export declares);
+--require-record-signatures refuses unsigned records. Prints the summary, one 'name value'
+line each: origin, checkpoints, runs, sealed_runs, records, signed_records, log_size,
+log_root, digest (--json: one object).
+
+examples:
+  tlog-store init --db copy.db --key journal.db.key --origin example.com/journal
+  tlog-store restore --db copy.db journal.export
+"""
+
+
+def _add_parser(
+    subparsers: Any,
+    name: str,
+    help_text: str,
+    epilog: str,
+    func: Callable[[argparse.Namespace], int],
+    *,
+    key: bool = False,
+    json_flag: bool = True,
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.set_defaults(func=func)
+    g = p.add_argument_group("store options")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--db", metavar="PATH", help=f"SQLite store file (env {ENV_DB})")
+    where.add_argument("--postgres", metavar="URL", help=f"PostgreSQL URL (env {ENV_POSTGRES})")
+    g.add_argument(
+        "--tenant", default=DEFAULT_TENANT, metavar="T", help="tenant (default: default)"
+    )
+    # Every verb takes --key, so that one set of store options serves them all; only the
+    # verbs that sign (or may sign) read it.
+    g.add_argument(
+        "--key",
+        metavar="FILE",
+        help=(
+            f"log signer key (env {ENV_KEY}; default with SQLite: <db path>.key)"
+            if key
+            else "log signer key (not read by this verb)"
+        ),
+    )
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tlog-store`` command."""
+    parser = _ArgumentParser(
+        prog="tlog-store",
+        description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
+        epilog=_EPILOG_MAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    p = _add_parser(verbs, "init", "initialise a store", _EPILOG_INIT, _cmd_init, key=True)
+    p.add_argument("--origin", required=True, metavar="ORIGIN", help="base origin of the logs")
+
+    _add_parser(
+        verbs, "vkey", "print the tenant log's vkey", _EPILOG_VKEY, _cmd_vkey, json_flag=False
+    )
+
+    p = _add_parser(verbs, "acquire", "claim a run's lease", _EPILOG_ACQUIRE, _cmd_acquire)
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--owner", required=True, metavar="O", help="who claims the run")
+    p.add_argument("--ttl", required=True, metavar="SECONDS", help="lease length in seconds")
+
+    p = _add_parser(verbs, "renew", "extend a lease", _EPILOG_RENEW, _cmd_renew)
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--owner", required=True, metavar="O", help="the lease's owner")
+    p.add_argument("--epoch", required=True, metavar="E", help="the lease's epoch")
+    p.add_argument("--ttl", required=True, metavar="SECONDS", help="new lease length")
+
+    p = _add_parser(
+        verbs, "release", "release a lease", _EPILOG_RELEASE, _cmd_release, json_flag=False
+    )
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--epoch", required=True, metavar="E", help="the lease's epoch")
+
+    p = _add_parser(verbs, "append", "append records to a run", _EPILOG_APPEND, _cmd_append)
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--kind", metavar="K", help="the record's kind (one record)")
+    what.add_argument("--batch", metavar="FILE", help="JSON Lines batch file, or - for stdin")
+    p.add_argument("--data", metavar="JSON", help="the record's data (JSON)")
+    p.add_argument("--case", metavar="C", help="the record's case ID")
+    p.add_argument("--effect-key", metavar="K", help="the record's effect key")
+
+    p = _add_parser(verbs, "seal", "seal a run into the log", _EPILOG_SEAL, _cmd_seal)
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
+    p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
+
+    p = _add_parser(verbs, "head", "a run's last seq and hash", _EPILOG_HEAD, _cmd_head)
+    p.add_argument("run", metavar="RUN", help="run ID")
+
+    p = _add_parser(verbs, "read", "print a run's records", _EPILOG_READ, _cmd_read)
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--from", dest="from_seq", metavar="SEQ", help="first seq (default 1)")
+
+    p = _add_parser(verbs, "verify", "check runs' chains and seals", _EPILOG_VERIFY, _cmd_verify)
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run IDs (default: every run)")
+
+    p = _add_parser(
+        verbs, "checkpoint", "sign and keep the current checkpoint", _EPILOG_CHECKPOINT,
+        _cmd_checkpoint, key=True,
+    )  # fmt: skip
+    p.add_argument("--unsigned", action="store_true", help="print the text only; no key needed")
+
+    p = _add_parser(
+        verbs, "publish", "keep a cosigned checkpoint", _EPILOG_PUBLISH, _cmd_publish,
+        json_flag=False,
+    )  # fmt: skip
+    p.add_argument("file", nargs="?", metavar="FILE", help="cosigned note (default: stdin)")
+
+    _add_parser(verbs, "published", "list kept checkpoints", _EPILOG_PUBLISHED, _cmd_published)
+
+    p = _add_parser(
+        verbs, "prove", "write a tlog-proof for a sealed run", _EPILOG_PROVE, _cmd_prove,
+        key=True, json_flag=False,
+    )  # fmt: skip
+    p.add_argument("run", metavar="RUN", help="run ID")
+    p.add_argument("--out", metavar="FILE", help="proof file (default: stdout)")
+
+    p = _add_parser(
+        verbs, "export", "write the tenant's export", _EPILOG_EXPORT, _cmd_export,
+        json_flag=False,
+    )  # fmt: skip
+    p.add_argument("--out", metavar="FILE", help="export file, or - for stdout (default)")
+    p.add_argument(
+        "--witness-key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a witness whose cosignatures the kept checkpoints carry (repeatable)",
+    )
+    p.add_argument(
+        "--witness-keys",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="witness vkeys, one per line (repeatable)",
+    )
+    p.add_argument(
+        "--record-key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="an Ed25519 key that signed records (repeatable)",
+    )
+
+    p = _add_parser(
+        verbs, "restore", "replay an export into an empty store", _EPILOG_RESTORE,
+        _cmd_restore,
+    )  # fmt: skip
+    p.add_argument("file", metavar="FILE", help="export file")
+    p.add_argument(
+        "--record-key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a trusted record key (repeatable; default: the export's)",
+    )
+    p.add_argument(
+        "--require-record-signatures",
+        action="store_true",
+        help="refuse an export holding an unsigned record",
+    )
+    return parser
+
+
+_VERBS = (
+    "init", "vkey", "acquire", "renew", "release", "append", "seal", "head", "read", "verify",
+    "checkpoint", "publish", "published", "prove", "export", "restore",
+)  # fmt: skip
+
+
+def _one_line(message: str) -> str:
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _error(verb: str | None, message: str) -> None:
+    prefix = f"tlog-store: {verb}: " if verb else "tlog-store: "
+    line = prefix + _one_line(message) + "\n"
+    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
+    sys.stderr.flush()
+
+
+def _os_message(e: OSError) -> str:
+    if e.filename is not None and e.strerror:
+        return f"{os.fsdecode(e.filename)}: {e.strerror}"
+    return str(e)
+
+
+_REFUSALS = (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tlog-store`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    This is the one place where exceptions become exit statuses, each with one line on
+    standard error: CorruptError and VerificationError → 1; MalformedError, UsageError,
+    OSError, UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
+    LeaseNotHeldError, DuplicateEffectError, RunSealedError → 3; BackendError and
+    CommitUnknownError → 4. ``--help`` exits 0 through SystemExit, as argparse does.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
+    try:
+        args = build_parser().parse_args(args_list)
+        status: int = args.func(args)
+        return status
+    except CommitUnknownError as e:
+        # Not a failure to retry blindly: the commit's fate is unknown.
+        _error(verb, f"the write may or may not have been written (read back before retrying): {e}")
+        return EXIT_BACKEND
+    except BackendError as e:
+        _error(verb, str(e))
+        return EXIT_BACKEND
+    except (CorruptError, VerificationError) as e:
+        _error(verb, str(e))
+        return EXIT_UNVERIFIED
+    except _REFUSALS as e:
+        _error(verb, str(e))
+        return EXIT_REFUSED
+    except BrokenPipeError:
+        # The reader went away (tlog-store ... | head): nothing to report. Point stdout at
+        # /dev/null so that the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        _error(verb, _os_message(e))
+        return EXIT_BAD_INPUT
+    except _ArgumentError as e:
+        _error(verb, f"{e} (see 'tlog-store {verb + ' ' if verb else ''}--help')")
+        return EXIT_BAD_INPUT
+    except (TlogError, UnicodeDecodeError) as e:
+        _error(verb, str(e))
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
