@@ -1,34 +1,40 @@
-"""A tour of the tlog core, run by ``make run``: every step prints what it does and what it got.
+"""The tour run by ``make run``: a journal, sealed into a Merkle log, checkpointed, cosigned,
+exported and verified offline — on the embedded default (SQLite), in a temporary directory.
 
-1. keys: a log key (Ed25519) and two witness keys (Ed25519 cosignature/v1, ML-DSA-44 subtree/v1),
-   in the Go ``PRIVATE+KEY+…`` format, with their vkeys;
-2. a log of 1,000 entries kept as stored hashes, and its signed checkpoint;
-3. the two witnesses cosign it;
-4. a tlog-policy asks for both witnesses, and the checkpoint is verified against it;
-5. an inclusion proof is written as a tlog-proof@v1 file and verified offline;
-6. the log grows, a new checkpoint is signed, and a consistency proof between the two is checked
-   the way a witness does;
-7. tampering is caught: a changed byte, a proof for the wrong entry.
+1. a store is initialised with an Ed25519 log key (Go note key format);
+2. five runs are journaled under leases, with an exactly-once effect and a fenced writer;
+3. four of them are sealed into the tenant's RFC 6962 log;
+4. the log signs a C2SP checkpoint, and a witness cosigns it (Ed25519 cosignature/v1);
+5. a tlog-proof@v1 for one run is written and checked against a tlog-policy;
+6. the journal is exported, the export verified offline, restored and exported again;
+7. tampering is caught: one changed byte in the export, a changed record in the database.
 
-It exits 0 when every check came out as expected, 1 otherwise.
+Every step prints what it did; the tour exits 0 when every check came out as expected.
 """
 
 from __future__ import annotations
 
+import io
+import sqlite3
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+from store.api import Append
+from store.errors import DuplicateEffectError, FencedError
+from store.export import export_store, restore_store
+from store.open import init_store, open_store
 from tlog import merkle
-from tlog.checkpoint import Checkpoint
-from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1, timestamp_of
+from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.errors import TlogError
+from tlog.export import verify_export
 from tlog.keys import generate_key
-from tlog.note import TYPE_ED25519, Signature, add_signatures, parse_note, sign_note
+from tlog.note import Signature, add_signatures, parse_note
 from tlog.policy import Policy
-from tlog.proof import TlogProof, build_proof, verify_proof
-from tlog.witnessproto import AddCheckpointRequest, check_update
+from tlog.proof import TlogProof, verify_proof
 
-ORIGIN = "example.com/tour/log"
+ORIGIN = "example.com/tour"
 
 
 def step(title: str) -> None:
@@ -36,91 +42,134 @@ def step(title: str) -> None:
 
 
 def show(label: str, value: object) -> None:
-    print(f"   {label:<22} {value}")
+    print(f"   {label:<24} {value}")
 
 
 def main() -> int:
     started = time.perf_counter()
-
-    step("1. keys (Go note key format)")
-    log_key = generate_key(ORIGIN, TYPE_ED25519)
-    w1_key = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1)
-    w2_key = generate_key("witness.example/w2", TYPE_SUBTREE_V1)
-    log_signer, w1, w2 = log_key.signer(), w1_key.signer(), w2_key.signer()
-    show("log key file", log_key.format()[:48] + "…")
-    show("log vkey", log_key.vkey())
-    show("witness 1 vkey", w1_key.vkey())
-    show("witness 2 vkey", w2_key.vkey()[:60] + f"… ({len(w2_key.vkey())} chars)")
-
-    step("2. a log of 1,000 entries and its signed checkpoint")
-    entries = [f"entry {i}\n".encode() for i in range(1000)]
-    store = merkle.MemoryHashStore()
-    store.extend(merkle.leaf_hash(e) for e in entries)
-    show("stored hashes", f"{len(store.hashes)} for {store.size} leaves")
-    cp = Checkpoint(ORIGIN, store.size, store.root())
-    note = sign_note(cp.format(), [log_signer])
-    print("   " + note.decode().replace("\n", "\n   ").rstrip())
-
-    step("3. two witnesses cosign it")
-    text, _ = parse_note(note)
-    cosigs = [Signature(s.name, s.key_id, s.sign(text)) for s in (w1, w2)]
-    note = add_signatures(note, cosigs)
-    for sig in cosigs:
-        show(sig.name, f"timestamp {timestamp_of(sig)}, {len(sig.line())} bytes")
-
-    step("4. verify against a tlog-policy")
-    policy_text = (
-        f"log {log_key.vkey()}\n"
-        f"witness w1 {w1_key.vkey()}\n"
-        f"witness w2 {w2_key.vkey()}\n"
-        "group both all w1 w2\n"
-        "quorum both\n"
-    ).encode()
-    policy = Policy.parse(policy_text)
-    result = policy.verify(note)
-    show("log signature", result.log.verifier.name)
-    show("quorum 'both'", f"met by {', '.join(sorted(result.satisfied))}")
-
-    step("5. an inclusion proof as a tlog-proof@v1 file, verified offline")
-    index = 737
-    proof = build_proof(index, note, store)
-    data = proof.format()
-    show("file", f"{len(data)} bytes, {len(proof.hashes)} proof hashes")
-    verify_proof(
-        TlogProof.parse(data),
-        merkle.leaf_hash(entries[index]),
-        policy.log_verifiers,
-        origin=ORIGIN,
-        cosigners=policy.witness_verifiers,
-    )
-    policy.verify(proof.checkpoint)
-    show("entry 737", "is in the log at size 1000, and the checkpoint meets the quorum")
-
-    step("6. the log grows; a witness checks consistency")
-    more = [f"entry {i}\n".encode() for i in range(1000, 1300)]
-    store.extend(merkle.leaf_hash(e) for e in more)
-    new_cp = Checkpoint(ORIGIN, store.size, store.root())
-    new_note = sign_note(new_cp.format(), [log_signer])
-    cons = merkle.consistency_proof(1000, store.size, store)
-    request = AddCheckpointRequest(1000, tuple(cons), new_note)
-    check_update(1000, cp.root, AddCheckpointRequest.parse(request.format()), new_cp)
-    show("consistency 1000→1300", f"{len(cons)} hashes, verified as a witness would")
-
-    step("7. tampering is caught")
     failures = 0
-    bad = note.replace(b"\n1000\n", b"\n1001\n")
-    try:
-        policy.verify(bad)
-        failures += 1
-        show("changed size", "NOT DETECTED")
-    except TlogError as e:
-        show("changed size", f"refused: {e}")
-    try:
-        verify_proof(proof, merkle.leaf_hash(entries[index + 1]), policy.log_verifiers)
-        failures += 1
-        show("wrong entry", "NOT DETECTED")
-    except TlogError as e:
-        show("wrong entry", f"refused: {e}")
+    with tempfile.TemporaryDirectory(prefix="tlog-tour-") as tmp:
+        db = str(Path(tmp) / "journal.db")
+
+        step("1. a journal store (SQLite, WAL, synchronous=FULL) and its log key")
+        key = generate_key(ORIGIN)
+        init_store(db=db, origin=ORIGIN, key=key)
+        store = open_store(db=db, key=key)
+        show("origin", store.origin)
+        show("log vkey", store.log_vkey)
+
+        step("2. five runs journaled under leases")
+        for i in range(5):
+            run = f"order-{i}"
+            lease = store.acquire(run, owner="worker-1", ttl=60)
+            store.append(
+                lease.epoch,
+                [
+                    Append(run, "RunStarted", data={"order": i}),
+                    Append(run, "EffectStarted", effect_key="charge", data={"cents": 100 * i}),
+                    Append(run, "EffectDone", effect_key="charge"),
+                ],
+            )
+            if i < 4:
+                store.append(lease.epoch, [Append(run, "RunConcluded", data={"outcome": "ok"})])
+            store.release(run, lease.epoch)
+        show("records", sum(store.head(f"order-{i}").seq for i in range(5)))
+        lease = store.acquire("order-4", owner="worker-2", ttl=60)
+        try:
+            store.append(lease.epoch, [Append("order-4", "EffectStarted", effect_key="charge")])
+            failures += 1
+            show("second charge", "NOT REFUSED")
+        except DuplicateEffectError as e:
+            show("second charge", f"refused: {e}")
+        try:
+            store.append(lease.epoch - 1, [Append("order-4", "Note")])
+            failures += 1
+            show("stale writer", "NOT FENCED")
+        except FencedError as e:
+            show("stale writer", f"fenced: {e}")
+
+        step("3. four finished runs sealed into the log")
+        for i in range(4):
+            run = f"order-{i}"
+            lease = store.acquire(run, owner="worker-1", ttl=60)
+            seal = store.seal(run, lease.epoch, "ok")
+            store.release(run, lease.epoch)
+            show(run, f"position {seal.position}, head {seal.head.hex()[:16]}…")
+
+        step("4. a signed checkpoint, cosigned by a witness")
+        witness_key = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1)
+        witness = witness_key.signer()
+        note = store.sign_checkpoint()
+        text, _ = parse_note(note)
+        cosig = Signature(witness.name, witness.key_id, witness.sign(text))
+        note = store.add_cosignatures(add_signatures(note, [cosig]))
+        print("   " + note.decode().replace("\n", "\n   ").rstrip())
+
+        step("5. a tlog-proof for one run, checked against a tlog-policy")
+        policy = Policy.parse(
+            f"log {store.log_vkey}\nwitness w1 {witness_key.vkey()}\nquorum w1\n".encode()
+        )
+        inclusion = store.inclusion_proof("order-2")
+        assert inclusion is not None
+        proof = TlogProof(inclusion.index, inclusion.proof, note, extra=inclusion.head)
+        data = proof.format()
+        verified = verify_proof(
+            TlogProof.parse(data),
+            merkle.leaf_hash(inclusion.head),
+            policy.log_verifiers,
+            origin=store.origin,
+            cosigners=policy.witness_verifiers,
+        )
+        result = policy.verify(proof.checkpoint)
+        show("proof file", f"{len(data)} bytes, index {verified.index}")
+        show("quorum", f"met by {', '.join(sorted(result.satisfied))}")
+
+        step("6. export, offline verification, restore, export again")
+        exported = io.BytesIO()
+        export_store(store, exported, witness_keys=[witness_key.vkey()])
+        blob = exported.getvalue()
+        summary = verify_export(io.BytesIO(blob), log_key=store.log_vkey)
+        show("export", f"{len(blob)} bytes")
+        show(
+            "verified",
+            f"{summary.runs} runs, {summary.records} records, "
+            f"{summary.sealed_runs} sealed, {summary.checkpoints} checkpoint(s)",
+        )
+        show("log", f"size {summary.log_size}, root {summary.log_root.hex()[:16]}…")
+        export_path = Path(tmp) / "journal.export"
+        export_path.write_bytes(blob)
+        db2 = str(Path(tmp) / "restored.db")
+        init_store(db=db2, origin=ORIGIN, key=key)
+        with open_store(db=db2, key=key) as restored:
+            restore_store(restored, export_path)
+            again = io.BytesIO()
+            export_store(restored, again, witness_keys=[witness_key.vkey()])
+        same = again.getvalue() == blob
+        failures += 0 if same else 1
+        show("re-export", "byte-identical" if same else "DIFFERENT")
+
+        step("7. tampering is caught")
+        bad = bytearray(blob)
+        bad[blob.index(b'"cents":200') + len(b'"cents":')] ^= 0x01  # 200 cents become 300
+        try:
+            verify_export(io.BytesIO(bytes(bad)), log_key=store.log_vkey)
+            failures += 1
+            show("one byte of the export", "NOT DETECTED")
+        except TlogError as e:
+            show("one byte of the export", f"refused: {e}")
+        with sqlite3.connect(db) as conn:  # an operator edits a record behind the store's back
+            conn.execute(
+                "UPDATE journal SET raw = CAST(replace(CAST(raw AS TEXT), '\"cents\":100',"
+                " '\"cents\":900') AS BLOB)"
+                " WHERE run = 'order-1' AND seq = 2"
+            )
+        try:
+            store.verify("order-1")
+            failures += 1
+            show("a record in the database", "NOT DETECTED")
+        except TlogError as e:
+            show("a record in the database", f"refused: {e}")
+        store.close()
 
     print(f"\nTour finished in {time.perf_counter() - started:.2f} s.")
     return 1 if failures else 0
