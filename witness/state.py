@@ -130,6 +130,30 @@ class WitnessState(abc.ABC):
     def count_request(self, origin: str, day: int) -> int:
         """Count one request for ``origin`` on ``day`` (days since the epoch); return the count."""
 
+    # --- moving a witness -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def export_state(self) -> bytes:
+        """Every log's configuration and latest cosigned note, from one consistent snapshot,
+        in the strict line format of :mod:`witness.sqlstate` (``tlog-witness-state v1``).
+
+        Evidence and request counts are not exported: they belong to the old deployment.
+        """
+
+    @abc.abstractmethod
+    def import_state(self, data: bytes) -> None:
+        """Merge an :meth:`export_state` file into this state, in one atomic write.
+
+        The file is parsed strictly first (MalformedError naming the line); every cosigned
+        note must verify with its log's keys from the file. Then, per log: a new origin is
+        added as in the file; for a configured one the file's keys are added (keys are never
+        removed), its qpd replaces the stored one, and a log disabled on either side stays
+        disabled. A checkpoint moves the stored one forward only: larger size → replaced;
+        same size and root → unchanged (the stored note stays). An imported checkpoint
+        *smaller* than the stored one, or of the same size with another root, refuses the
+        whole import (UsageError naming every such origin) and writes nothing.
+        """
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the connection."""
