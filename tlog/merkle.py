@@ -22,6 +22,9 @@ Proofs. Inclusion proofs are RFC 6962 ``PATH(m, D[0:n])`` and consistency proofs
 with the RFC 9162 §2.1.3.2 and §2.1.4.2 algorithms. Every hash must be 32 bytes, and a proof of
 the wrong length is refused before any hashing, with a message that gives both lengths.
 
+Subtrees. draft-ietf-plants-merkle-tree-certs-03 §4 (used by tlog-witness sign-subtree):
+:func:`is_valid_subtree` and :func:`verify_subtree_consistency` (§4.4.3, step by step).
+
 Size 0. RFC 9162 defines no consistency proof from an empty tree. tlog-witness does: old size
 0 is accepted with an *empty* proof, and a size-0 checkpoint must carry ``SHA-256("")``. Those
 rules are the separately named :func:`check_empty_tree_root` and
@@ -450,6 +453,87 @@ def verify_consistency(
         raise ProofError(f"consistency proof does not lead to the root of size {old}")
     if sr != new_root or sn != 0:
         raise ProofError(f"consistency proof does not lead to the root of size {size}")
+
+
+# --- subtrees (draft-ietf-plants-merkle-tree-certs-03 §4; tlog-witness sign-subtree) ------
+
+
+def is_valid_subtree(start: int, end: int) -> bool:
+    """draft-ietf-plants-merkle-tree-certs-03 §4.1: ``0 <= start < end`` and ``start`` a
+    multiple of BIT_CEIL(end - start), the smallest power of two >= the subtree's size.
+
+    Python integers do not overflow, so BIT_CEIL is exact even above 2^63.
+    """
+    if not 0 <= start < end:
+        return False
+    bit_ceil = 1 << (end - start - 1).bit_length()
+    return start % bit_ceil == 0
+
+
+def verify_subtree_consistency(
+    start: int,
+    end: int,
+    size: int,
+    proof: Sequence[bytes],
+    subtree_hash: bytes,
+    root_hash: bytes,
+) -> None:
+    """Check that ``subtree_hash`` = MTH(D[start:end]) is consistent with the tree of ``size``
+    whose root is ``root_hash``, by the subtree consistency proof ``proof``.
+
+    draft-ietf-plants-merkle-tree-certs-03 §4.4.3, step by step, plus the 32-byte rule for
+    every hash. Raises :class:`~tlog.errors.ProofError` when the proof does not verify —
+    including an invalid subtree, the empty subtree ``[x, x)`` (draft-03 requires start < end;
+    transparency-dev/merkle accepts it) or ``end`` > ``size``; returns None on success.
+    """
+    # Step 1. The checks imply 0 <= start < end <= size.
+    if not is_valid_subtree(start, end) or end > size:
+        raise ProofError(f"[{start}, {end}) is not a valid subtree of a tree of size {size}")
+    if len(subtree_hash) != HASH_SIZE or len(root_hash) != HASH_SIZE:
+        raise ProofError("subtree hash and root must be 32 bytes")
+    for i, h in enumerate(proof):
+        if len(h) != HASH_SIZE:
+            raise ProofError(f"subtree consistency proof hash {i} is {len(h)} bytes, not 32")
+    node = node_hash
+    # Step 2.
+    fn, sn, tn = start, end - 1, size - 1
+    if sn == tn:
+        # Step 3: the subtree ends on the tree's right edge; climb to its root.
+        while fn != sn:
+            fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
+    else:
+        # Step 4: climb while the last leaf's node is a right child inside the subtree.
+        while fn != sn and sn & 1:
+            fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
+    path = list(proof)
+    # Steps 5 and 6: the seed is the subtree hash itself when the climb reached its root.
+    if fn == sn:
+        fr = sr = subtree_hash
+    else:
+        if not path:
+            raise ProofError("subtree consistency proof is empty")
+        fr = sr = path.pop(0)
+    # Step 7. fr rebuilds the subtree hash, sr the tree root.
+    for c in path:
+        if tn == 0:
+            raise ProofError("subtree consistency proof is too long")
+        if sn & 1 or sn == tn:
+            if fn < sn:
+                fr = node(c, fr)
+            sr = node(c, sr)
+            # "Until LSB(sn) is set": sn > 0 here (sn = tn = 0 stopped above), so this ends.
+            while sn and not sn & 1:
+                fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
+        else:
+            sr = node(sr, c)
+        fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
+    # Step 8.
+    if tn != 0:
+        raise ProofError("subtree consistency proof is too short")
+    if fr != subtree_hash:
+        raise ProofError(f"subtree consistency proof does not lead to the hash of [{start}, {end})")
+    if sr != root_hash:
+        raise ProofError(f"subtree consistency proof does not lead to the root of size {size}")
 
 
 # --- tlog-witness size-0 rules --------------------------------------------------------------

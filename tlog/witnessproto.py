@@ -16,6 +16,15 @@ submitted note text); 409 carries the witness's latest cosigned size as ``<decim
 
 Monitoring endpoint: ``GET <monitoring prefix>/<lowercase hex SHA-256(origin)>/checkpoint``.
 
+``POST <submission prefix>/sign-subtree`` request body (optional endpoint); every line ends in
+LF::
+
+    "subtree " <start> " " <end>                   a valid draft-03 subtree [start, end)
+    <base64 subtree hash>                          MTH(D[start:end])
+    <base64 hash>                                  0..63 subtree-consistency-proof lines
+    <empty line>
+    <reference checkpoint: a signed note carrying this witness's cosignature>
+
 Decision rules (current C2SP main), in the order this module applies them:
 
 1. body framing, the note's structure, the checkpoint text, ``old`` > size: malformed (400);
@@ -35,9 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tlog.checkpoint import Checkpoint
-from tlog.encoding import b64encode, parse_decimal, parse_hash
-from tlog.errors import MalformedError, ProofError, TlogError
-from tlog.merkle import verify_witness_consistency
+from tlog.encoding import MAX_INT63, b64encode, parse_decimal, parse_hash
+from tlog.errors import MalformedError, ProofError, TlogError, UsageError
+from tlog.merkle import is_valid_subtree, verify_witness_consistency
 from tlog.note import MAX_NOTE_SIZE, Signature, parse_signature_line
 
 MAX_PROOF_LINES = 63
@@ -104,6 +113,74 @@ class AddCheckpointRequest:
         if len(self.proof) > MAX_PROOF_LINES:
             raise MalformedError(f"a request carries at most {MAX_PROOF_LINES} proof lines")
         lines = [b"old %d" % self.old] + [b64encode(h).encode() for h in self.proof]
+        return b"\n".join(lines) + b"\n\n" + self.checkpoint
+
+
+@dataclass(frozen=True)
+class SignSubtreeRequest:
+    """A sign-subtree request body (tlog-witness; see the module docstring for the format).
+
+    ``hash`` is the claimed MTH(D[start:end]); ``proof`` the subtree consistency proof to the
+    reference checkpoint's tree; ``checkpoint`` the signed note, kept as bytes, unverified.
+    """
+
+    start: int
+    end: int
+    hash: bytes
+    proof: tuple[bytes, ...]
+    checkpoint: bytes
+
+    @classmethod
+    def parse(cls, body: bytes) -> SignSubtreeRequest:
+        """Parse a request body strictly; ``[start, end)`` must be a valid draft-03 subtree.
+
+        Raises :class:`~tlog.errors.MalformedError` naming the defect.
+        """
+        if len(body) > MAX_REQUEST_SIZE:
+            raise MalformedError(f"request body is larger than {MAX_REQUEST_SIZE} bytes")
+        head, sep, note = body.partition(b"\n\n")
+        if not sep:
+            raise MalformedError("request has no empty line before the checkpoint")
+        lines = head.split(b"\n")
+        first = lines[0]
+        if not first.startswith(b"subtree "):
+            raise MalformedError("request does not start with 'subtree <start> <end>'")
+        try:
+            fields = first[len(b"subtree ") :].decode("ascii").split(" ")
+        except UnicodeDecodeError:
+            raise MalformedError("subtree line is not ASCII") from None
+        if len(fields) != 2:
+            raise MalformedError("subtree line is not 'subtree <start> <end>'")
+        start = parse_decimal(fields[0], "subtree start")
+        end = parse_decimal(fields[1], "subtree end")
+        if not is_valid_subtree(start, end):
+            raise MalformedError(f"[{start}, {end}) is not a valid subtree")
+        if len(lines) < 2:
+            raise MalformedError("request has no subtree hash line")
+        subtree_hash = parse_hash(lines[1], "subtree hash (line 2)")
+        proof_lines = lines[2:]
+        if len(proof_lines) > MAX_PROOF_LINES:
+            raise MalformedError(
+                f"request has {len(proof_lines)} proof lines, at most {MAX_PROOF_LINES}"
+            )
+        proof = tuple(
+            parse_hash(line, f"proof line {i + 1} (line {i + 3})")
+            for i, line in enumerate(proof_lines)
+        )
+        if not note:
+            raise MalformedError("request has no checkpoint")
+        if note.startswith(b"\n"):
+            raise MalformedError("request has more than one empty line before the checkpoint")
+        return cls(start, end, subtree_hash, proof, note)
+
+    def format(self) -> bytes:
+        """The request body. Requires: a valid subtree, a 32-byte hash, at most 63 proof lines."""
+        if not is_valid_subtree(self.start, self.end) or self.end > MAX_INT63:
+            raise UsageError(f"[{self.start}, {self.end}) is not a valid subtree")
+        if len(self.proof) > MAX_PROOF_LINES:
+            raise UsageError(f"a request carries at most {MAX_PROOF_LINES} proof lines")
+        lines = [b"subtree %d %d" % (self.start, self.end), b64encode(self.hash).encode()]
+        lines += [b64encode(h).encode() for h in self.proof]
         return b"\n".join(lines) + b"\n\n" + self.checkpoint
 
 

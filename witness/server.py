@@ -99,7 +99,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import html
 import json
 import logging
@@ -107,7 +106,6 @@ import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -121,15 +119,15 @@ from tlog.cosignature import (
     SubtreeV1Signer,
     timestamp_of,
 )
-from tlog.encoding import HASH_SIZE, b64encode, parse_decimal, parse_hash
 from tlog.errors import MalformedError, ProofError, UsageError, VerificationError
 from tlog.keys import format_vkey, parse_vkey, verifier_for
+from tlog.merkle import verify_subtree_consistency
 from tlog.note import Signature, Verifier, check_key_name, format_note, parse_note
 from tlog.witnessproto import (
-    MAX_PROOF_LINES,
     MAX_REQUEST_SIZE,
     AddCheckpointRequest,
     ConflictError,
+    SignSubtreeRequest,
     check_request,
     check_update,
     format_cosignature_response,
@@ -148,10 +146,7 @@ from witness.state import Cosigned, LogConfig, WitnessState
 
 __all__ = [
     "Cosigner",
-    "SignSubtreeRequest",
-    "is_valid_subtree",
     "make_app",
-    "verify_subtree_consistency",
 ]
 
 LOGGER_NAME = "witness.server"
@@ -163,159 +158,6 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 _DAY = 86400
 _MAX_SUBTREE_ORIGIN = 255  # bytes: the subtree/v1 struct's length prefix is one byte
-
-
-# --- sign-subtree: wire format and draft-03 subtree consistency ------------------------------
-
-
-def is_valid_subtree(start: int, end: int) -> bool:
-    """draft-ietf-plants-merkle-tree-certs-03 §4.1: ``0 <= start < end`` and ``start`` a
-    multiple of BIT_CEIL(end - start), the smallest power of two >= the subtree's size.
-
-    Python integers do not overflow, so BIT_CEIL is exact even above 2^63.
-    """
-    if not 0 <= start < end:
-        return False
-    bit_ceil = 1 << (end - start - 1).bit_length()
-    return start % bit_ceil == 0
-
-
-def verify_subtree_consistency(
-    start: int,
-    end: int,
-    size: int,
-    proof: Sequence[bytes],
-    subtree_hash: bytes,
-    root_hash: bytes,
-) -> None:
-    """Check that ``subtree_hash`` = MTH(D[start:end]) is consistent with the tree of ``size``
-    whose root is ``root_hash``, by the subtree consistency proof ``proof``.
-
-    draft-ietf-plants-merkle-tree-certs-03 §4.4.3, step by step, plus the 32-byte rule for
-    every hash. Raises :class:`~tlog.errors.ProofError` when the proof does not verify —
-    including an invalid subtree, the empty subtree ``[x, x)`` (draft-03 requires start < end;
-    transparency-dev/merkle accepts it) or ``end`` > ``size``; returns None on success.
-    """
-    # Step 1. The checks imply 0 <= start < end <= size.
-    if not is_valid_subtree(start, end) or end > size:
-        raise ProofError(f"[{start}, {end}) is not a valid subtree of a tree of size {size}")
-    if len(subtree_hash) != HASH_SIZE or len(root_hash) != HASH_SIZE:
-        raise ProofError("subtree hash and root must be 32 bytes")
-    for i, h in enumerate(proof):
-        if len(h) != HASH_SIZE:
-            raise ProofError(f"subtree consistency proof hash {i} is {len(h)} bytes, not 32")
-    node = _node_hash
-    # Step 2.
-    fn, sn, tn = start, end - 1, size - 1
-    if sn == tn:
-        # Step 3: the subtree ends on the tree's right edge; climb to its root.
-        while fn != sn:
-            fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
-    else:
-        # Step 4: climb while the last leaf's node is a right child inside the subtree.
-        while fn != sn and sn & 1:
-            fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
-    path = list(proof)
-    # Steps 5 and 6: the seed is the subtree hash itself when the climb reached its root.
-    if fn == sn:
-        fr = sr = subtree_hash
-    else:
-        if not path:
-            raise ProofError("subtree consistency proof is empty")
-        fr = sr = path.pop(0)
-    # Step 7. fr rebuilds the subtree hash, sr the tree root.
-    for c in path:
-        if tn == 0:
-            raise ProofError("subtree consistency proof is too long")
-        if sn & 1 or sn == tn:
-            if fn < sn:
-                fr = node(c, fr)
-            sr = node(c, sr)
-            # "Until LSB(sn) is set": sn > 0 here (sn = tn = 0 stopped above), so this ends.
-            while sn and not sn & 1:
-                fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
-        else:
-            sr = node(sr, c)
-        fn, sn, tn = fn >> 1, sn >> 1, tn >> 1
-    # Step 8.
-    if tn != 0:
-        raise ProofError("subtree consistency proof is too short")
-    if fr != subtree_hash:
-        raise ProofError(f"subtree consistency proof does not lead to the hash of [{start}, {end})")
-    if sr != root_hash:
-        raise ProofError(f"subtree consistency proof does not lead to the root of size {size}")
-
-
-def _node_hash(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
-
-
-@dataclass(frozen=True)
-class SignSubtreeRequest:
-    """A sign-subtree request body (tlog-witness; see the module docstring for the format).
-
-    ``hash`` is the claimed MTH(D[start:end]); ``proof`` the subtree consistency proof to the
-    reference checkpoint's tree; ``checkpoint`` the signed note, kept as bytes, unverified.
-    """
-
-    start: int
-    end: int
-    hash: bytes
-    proof: tuple[bytes, ...]
-    checkpoint: bytes
-
-    @classmethod
-    def parse(cls, body: bytes) -> SignSubtreeRequest:
-        """Parse a request body strictly; ``[start, end)`` must be a valid draft-03 subtree.
-
-        Raises :class:`~tlog.errors.MalformedError` naming the defect.
-        """
-        if len(body) > MAX_REQUEST_SIZE:
-            raise MalformedError(f"request body is larger than {MAX_REQUEST_SIZE} bytes")
-        head, sep, note = body.partition(b"\n\n")
-        if not sep:
-            raise MalformedError("request has no empty line before the checkpoint")
-        lines = head.split(b"\n")
-        first = lines[0]
-        if not first.startswith(b"subtree "):
-            raise MalformedError("request does not start with 'subtree <start> <end>'")
-        try:
-            fields = first[len(b"subtree ") :].decode("ascii").split(" ")
-        except UnicodeDecodeError:
-            raise MalformedError("subtree line is not ASCII") from None
-        if len(fields) != 2:
-            raise MalformedError("subtree line is not 'subtree <start> <end>'")
-        start = parse_decimal(fields[0], "subtree start")
-        end = parse_decimal(fields[1], "subtree end")
-        if not is_valid_subtree(start, end):
-            raise MalformedError(f"[{start}, {end}) is not a valid subtree")
-        if len(lines) < 2:
-            raise MalformedError("request has no subtree hash line")
-        subtree_hash = parse_hash(lines[1], "subtree hash (line 2)")
-        proof_lines = lines[2:]
-        if len(proof_lines) > MAX_PROOF_LINES:
-            raise MalformedError(
-                f"request has {len(proof_lines)} proof lines, at most {MAX_PROOF_LINES}"
-            )
-        proof = tuple(
-            parse_hash(line, f"proof line {i + 1} (line {i + 3})")
-            for i, line in enumerate(proof_lines)
-        )
-        if not note:
-            raise MalformedError("request has no checkpoint")
-        if note.startswith(b"\n"):
-            raise MalformedError("request has more than one empty line before the checkpoint")
-        return cls(start, end, subtree_hash, proof, note)
-
-    def format(self) -> bytes:
-        """The request body. Requires: a valid subtree, a 32-byte hash, at most 63 proof lines."""
-        if not is_valid_subtree(self.start, self.end):
-            raise UsageError(f"[{self.start}, {self.end}) is not a valid subtree")
-        if len(self.proof) > MAX_PROOF_LINES:
-            raise UsageError(f"a request carries at most {MAX_PROOF_LINES} proof lines")
-        lines = [b"subtree %d %d" % (self.start, self.end), b64encode(self.hash).encode()]
-        lines += [b64encode(h).encode() for h in self.proof]
-        return b"\n".join(lines) + b"\n\n" + self.checkpoint
 
 
 # --- the server ------------------------------------------------------------------------------
