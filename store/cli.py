@@ -107,6 +107,7 @@ from tlog.journal import (
     check_outcome,
     check_run_id,
     check_tenant,
+    parse_json,
     verify_chain,
 )
 from tlog.keys import SignerKey, generate_key, parse_signer_key
@@ -195,23 +196,6 @@ def _run_arg(text: str) -> str:
     return text
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise MalformedError(f"object repeats the key {k!r}")
-        out[k] = v
-    return out
-
-
-def _no_float(text: str) -> Any:
-    raise MalformedError(f"number {text} is not an integer (floats have no canonical form)")
-
-
-def _no_constant(text: str) -> Any:
-    raise MalformedError(f"{text} is not JSON")
-
-
 def _parse_json(text: str, where: str) -> Any:
     """Parse one JSON value strictly enough that the store can write it canonically.
 
@@ -219,18 +203,9 @@ def _parse_json(text: str, where: str) -> Any:
     integers beyond +-(2^53-1) and lone surrogates are refused, naming ``where``.
     """
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_float=_no_float,
-            parse_constant=_no_constant,
-        )
-    except json.JSONDecodeError as e:
-        raise MalformedError(f"{where} is not JSON: {e.msg} at character {e.pos}") from None
+        value = parse_json(text)
     except MalformedError as e:
         raise MalformedError(f"{where}: {e}") from None
-    except RecursionError:
-        raise MalformedError(f"{where} nests too deeply") from None
     try:
         canonical_json(value)
     except MalformedError as e:

@@ -312,7 +312,7 @@ def test_bad_json_subprocess_exit_2_one_line(tmp_path: Path) -> None:
     cli_ok("init", "--db", db, "--origin", ORIGIN)
     proc = cli("append", "r", "--db", db, "--epoch", "1", "--kind", "K", "--data", "{bad")
     err = assert_one_error_line(proc, 2)
-    assert err.startswith("tlog-store: append: --data is not JSON")
+    assert err.startswith("tlog-store: append: --data: not JSON")
     proc = cli(
         "append", "r", "--db", db, "--epoch", "1", "--batch", "-", stdin=b'{"kind":"K"}\n[\n'
     )
@@ -687,12 +687,12 @@ def test_append_without_data_has_no_data_field(db: str) -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ("{bad", "--data is not JSON"),
-        ("", "--data is not JSON"),
+        ("{bad", "--data: not JSON"),
+        ("", "--data: not JSON"),
         ('{"a": 1.5}', "not an integer"),
         ("1e3", "not an integer"),
-        ('{"a": NaN}', "NaN is not JSON"),
-        ("Infinity", "Infinity is not JSON"),
+        ('{"a": NaN}', "JSON constant NaN is not allowed"),
+        ("Infinity", "JSON constant Infinity is not allowed"),
         ('{"a": 1, "a": 2}', "repeats the key 'a'"),
         ("9007199254740992", "beyond"),
         ('"\\ud800"', "lone surrogate"),
@@ -741,8 +741,8 @@ def test_append_bad_fields_exit_2(db: str, argv: list[str], message: str) -> Non
         (b'{"kind":"K","effect_key":5}\n', "line 1: 'effect_key' is not a string"),
         (b'{"kind":"K","case":"a b"}\n', "line 1: case ID 'a b'"),
         (b'{"kind":"K"}\n["kind"]\n', "line 2 is not a JSON object"),
-        (b'{"kind":"K"}\n{"kind":"K","data":0.5}\n', "line 2: number 0.5 is not an integer"),
-        (b'{"kind":"K","kind":"L"}\n', "line 1: object repeats the key 'kind'"),
+        (b'{"kind":"K"}\n{"kind":"K","data":0.5}\n', "line 2: JSON number 0.5 is not an integer"),
+        (b'{"kind":"K","kind":"L"}\n', "line 1: JSON object repeats the key 'kind'"),
         (b'{"kind":"K"}\n{"kind":"\xff"}\n', "line 2 is not valid UTF-8"),
         (b'{"kind":"K","data":[9007199254740992]}\n', "line 1: value holds an integer beyond"),
     ],

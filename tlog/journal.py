@@ -187,23 +187,29 @@ def _no_constant(text: str) -> Any:
     raise MalformedError(f"JSON constant {text} is not allowed")
 
 
-def parse_canonical_json(raw: bytes) -> Any:
-    """Parse canonical JSON; refuse anything that would not re-encode to the same bytes."""
+def parse_json(text: str) -> Any:
+    """Parse JSON text that has one canonical spelling: no repeated keys, no floating-point
+    numbers, no NaN or infinities (whitespace and key order are still free here)."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedError(f"JSON is not valid UTF-8 (byte {e.start})") from None
-    try:
-        value = json.loads(
+        return json.loads(
             text,
             object_pairs_hook=_no_duplicates,
             parse_float=_no_float,
             parse_constant=_no_constant,
         )
     except json.JSONDecodeError as e:
-        raise MalformedError(f"not JSON: {e.msg} at byte {e.pos}") from None
+        raise MalformedError(f"not JSON: {e.msg} at character {e.pos}") from None
     except RecursionError:
         raise MalformedError("JSON nests too deeply") from None
+
+
+def parse_canonical_json(raw: bytes) -> Any:
+    """Parse canonical JSON; refuse anything that would not re-encode to the same bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"JSON is not valid UTF-8 (byte {e.start})") from None
+    value = parse_json(text)
     if canonical_json(value) != raw:
         raise MalformedError("JSON is not in canonical form")
     return value
@@ -272,16 +278,9 @@ def decode_body(raw: bytes) -> Body:
     except UnicodeDecodeError as e:
         raise MalformedError(f"record body is not valid UTF-8 (byte {e.start})") from None
     try:
-        obj = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_float=_no_float,
-            parse_constant=_no_constant,
-        )
-    except json.JSONDecodeError as e:
-        raise MalformedError(f"record body is not JSON: {e.msg} at byte {e.pos}") from None
-    except RecursionError:
-        raise MalformedError("record body nests too deeply") from None
+        obj = parse_json(text)
+    except MalformedError as e:
+        raise MalformedError(f"record body: {e}") from None
     if not isinstance(obj, dict):
         raise MalformedError("record body is not a JSON object")
     unknown = set(obj) - _FIELDS
