@@ -1,0 +1,639 @@
+"""The witness's configuration inputs: the ``witness.toml`` file of ``tlog-witness serve`` and
+the transparency-dev/witness-network ``logs/v0`` log list read by ``tlog-witness pull-logs``.
+
+Both are parsed strictly: anything the format does not allow raises
+:class:`~tlog.errors.MalformedError` naming the file and the line (or the setting).
+
+**witness.toml** — UTF-8 TOML (read with :mod:`tomllib`), one flat table: no sub-tables, no
+setting other than those below, each of its own TOML type (a boolean is not a number, an
+integer is not a string). Every setting is optional. ``tlog-witness init`` writes a starter
+file listing all of them with comments (:func:`starter_config`).
+
+=====================  =========  ===========================================================
+setting                 type       meaning (default)
+=====================  =========  ===========================================================
+``name``               string     the witness's name: the key name of its cosignature keys
+                                   and of the signature lines it returns (default: the name
+                                   of the key files, which must all carry the same name)
+``listen``             string     ``HOST:PORT`` to listen on; an IPv6 host in brackets
+                                   (``[::1]:7380``); port 0 takes any free port
+                                   (default ``127.0.0.1:7380``: local only)
+``db``                 string     the SQLite state file (default ``witness.db``)
+``postgres``           string     instead of ``db``: a PostgreSQL libpq URL or connection
+                                   string (``postgresql://user@host:5432/db``)
+``keys``               array of   the witness's signer key files, Go ``PRIVATE+KEY+…`` text of
+                       strings    type 0x04 (Ed25519 cosignature/v1) or 0x06 (ML-DSA-44
+                                   subtree/v1, which also enables sign-subtree) (default
+                                   ``witness.key``, plus ``witness-mldsa.key`` if it exists)
+``submission_prefix``  string     URL path before ``/add-checkpoint`` and ``/sign-subtree``:
+                                   ``""`` or ``/path`` without a trailing slash (default ``""``)
+``monitoring_prefix``  string     URL path before ``/<hex SHA-256(origin)>/checkpoint``, same
+                                   form (default ``""``)
+``max_body``           integer    largest request body accepted, bytes, >= 1; larger: 413
+                                   (default 1051475: a maximal note plus 63 proof lines)
+``read_timeout``       number     seconds a client has to send the whole body, > 0; slower:
+                                   408 (default 10)
+``config_ttl``         number     seconds between reloads of the log list when the monitoring
+                                   endpoint meets an unknown origin hash, >= 0 (default 5)
+``status_endpoints``   boolean    serve the HTML status page ``/`` and Prometheus ``/metrics``
+                                   (default true)
+``shutdown_timeout``   number     seconds requests in flight get to finish after SIGTERM or
+                                   SIGINT, >= 0 (default 5)
+=====================  =========  ===========================================================
+
+Relative paths in the file (``db``, ``keys``) are relative to the file's own directory, so that
+``tlog-witness serve --config /etc/witness/witness.toml`` works from any directory; relative
+paths on the command line are relative to the current directory. Without a file, defaults are
+relative to the current directory. Numbers are finite; ``db`` and ``postgres`` exclude each
+other. Precedence (:mod:`witness.cli`): command-line flag, then (for the state only) the
+environment variables ``TLOG_WITNESS_DB`` / ``TLOG_WITNESS_POSTGRES``, then the file, then the
+default.
+
+**logs/v0** (transparency-dev/witness-network ``docs/log-list-format.md``; the lists under its
+``lists/``) — UTF-8 text, every line ending in LF::
+
+    # comment lines start with '#'; empty lines are ignored
+    logs/v0                      the header: the first line that is neither
+    vkey <vkey>                  a log entry starts with its key, then, in this order:
+    origin <origin> | none       optional: the checkpoint origin; none: the vkey's name
+    bastion <url> | none         optional: an https-bastion URL (recorded nowhere here)
+    qpd <requests per day>       canonical decimal, 1 .. 2^63-1
+    contact <text>               free text for humans
+
+The document lists all five entry lines; the published lists omit ``origin`` and ``bastion``,
+and the network's own validator (cmd/validate) treats ``origin`` as optional: both are
+optional here, the order is enforced. Stricter than that validator, as this project's parsers
+are: no CR, no space or tab at either end of a line (a whitespace-only line is not empty), one
+space after the keyword, no unknown keyword, no entry cut short by the end of the file, no
+origin listed twice. A vkey that does not parse makes the list malformed; a well-formed vkey of
+a type a log cannot sign checkpoints with here (anything but 0x01 Ed25519 and 0x06 ML-DSA-44:
+ECDSA, a cosignature key, a future type) is kept as a *skipped* entry with the reason, so that
+one log this witness cannot follow does not block the rest of the list (torchwood's witnessctl
+skips such keys too).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tlog.encoding import MAX_INT63, b64decode, parse_decimal
+from tlog.errors import MalformedError, UsageError
+from tlog.keys import TYPE_NAMES
+from tlog.note import check_key_name
+from witness.sqlstate import LOG_KEY_TYPES, check_log_vkey, check_origin
+
+CONFIG_FILE = "witness.toml"
+"""The file name ``tlog-witness init`` writes."""
+
+KEY_FILE = "witness.key"
+"""The Ed25519 cosignature/v1 key file ``init`` writes (and ``serve`` reads by default)."""
+
+MLDSA_KEY_FILE = "witness-mldsa.key"
+"""The ML-DSA-44 subtree/v1 key file ``init --mldsa`` writes."""
+
+DB_FILE = "witness.db"
+"""The default SQLite state file."""
+
+DEFAULT_LISTEN = "127.0.0.1:7380"
+DEFAULT_MAX_BODY = 1051475
+"""Equal to :data:`tlog.witnessproto.MAX_REQUEST_SIZE` (a test checks it)."""
+DEFAULT_READ_TIMEOUT = 10.0
+"""Equal to :data:`witness.server.DEFAULT_READ_TIMEOUT` (a test checks it)."""
+DEFAULT_CONFIG_TTL = 5.0
+DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+
+MAX_CONFIG_SIZE = 1 << 20
+"""Largest configuration file read."""
+
+LOG_LIST_HEADER = "logs/v0"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of witness.toml: its name, TOML type, default and meaning (for --help)."""
+
+    name: str
+    kind: str
+    default: str
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("name", "string", "the key files' name", "the witness's name (its keys' name)"),
+    Setting("listen", "string", DEFAULT_LISTEN, "HOST:PORT, [IPv6]:PORT; port 0: any free port"),
+    Setting("db", "string", DB_FILE, "SQLite state file"),
+    Setting("postgres", "string", "(unset)", "PostgreSQL URL, instead of db"),
+    Setting(
+        "keys",
+        "array of strings",
+        f"{KEY_FILE} [+ {MLDSA_KEY_FILE}]",
+        "signer key files, type 0x04 (cosignature/v1) or 0x06 (ML-DSA-44)",
+    ),
+    Setting("submission_prefix", "string", '""', "path before /add-checkpoint, /sign-subtree"),
+    Setting("monitoring_prefix", "string", '""', "path before /<hex sha256(origin)>/checkpoint"),
+    Setting("max_body", "integer", str(DEFAULT_MAX_BODY), "largest request body, bytes (413)"),
+    Setting("read_timeout", "number", "10", "seconds to receive a request body (408)"),
+    Setting("config_ttl", "number", "5", "seconds between log-list reloads for monitoring"),
+    Setting("status_endpoints", "boolean", "true", "serve / (HTML status) and /metrics"),
+    Setting("shutdown_timeout", "number", "5", "seconds for requests in flight at SIGTERM"),
+)
+"""Every setting of witness.toml, in the order the starter file lists them."""
+
+_NAMES = tuple(s.name for s in SETTINGS)
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """The settings a witness.toml file sets (None: not set), paths already resolved against
+    the file's directory (``base_dir``)."""
+
+    path: str
+    base_dir: str
+    name: str | None = None
+    listen: tuple[str, int] | None = None
+    db: str | None = None
+    postgres: str | None = None
+    keys: tuple[str, ...] | None = None
+    submission_prefix: str | None = None
+    monitoring_prefix: str | None = None
+    max_body: int | None = None
+    read_timeout: float | None = None
+    config_ttl: float | None = None
+    status_endpoints: bool | None = None
+    shutdown_timeout: float | None = None
+
+
+# --- values shared with the command line -----------------------------------------------------
+
+_PREFIX = re.compile(r"(?:/[^/\s]+)*")
+_SECONDS = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def parse_listen(text: str, what: str = "listen address") -> tuple[str, int]:
+    """Parse ``HOST:PORT`` (IPv6: ``[HOST]:PORT``) into (host, port); port 0..65535, canonical
+    decimal; the host non-empty without white space."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise MalformedError(f"{what} {text!r} is not HOST:PORT")
+    if host.startswith("["):
+        if not host.endswith("]") or len(host) < 3:
+            raise MalformedError(f"{what} {text!r}: an IPv6 host is written [HOST]")
+        host = host[1:-1]
+    elif ":" in host:
+        raise MalformedError(f"{what} {text!r}: write an IPv6 host in brackets, [HOST]:PORT")
+    if not host or any(c.isspace() or c < " " for c in host) or "[" in host or "]" in host:
+        raise MalformedError(f"{what} {text!r} has no usable host")
+    port = parse_decimal(port_text, f"{what} port", 65535)
+    return host, port
+
+
+def format_listen(host: str, port: int) -> str:
+    """The ``HOST:PORT`` text of an address (IPv6 hosts in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check_prefix(prefix: str, what: str) -> str:
+    """A URL path prefix: ``""`` or ``/seg[/seg…]`` without a trailing slash, empty segment or
+    white space (MalformedError otherwise)."""
+    if not _PREFIX.fullmatch(prefix) or any(c < " " or c == "\x7f" for c in prefix):
+        raise MalformedError(f"{what} {prefix!r} must be empty or /path without a trailing slash")
+    return prefix
+
+
+def parse_seconds(text: str, what: str, *, positive: bool) -> float:
+    """A duration from the command line: canonical decimal with an optional fraction
+    (``10``, ``2.5``); > 0 when ``positive``, else >= 0."""
+    if not _SECONDS.fullmatch(text) or len(text) > 20:
+        raise MalformedError(f"{what} {text!r} is not a number of seconds such as 10 or 2.5")
+    return _check_seconds(float(text), what, positive=positive)
+
+
+def _check_seconds(value: float, what: str, *, positive: bool) -> float:
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise MalformedError(f"{what} must be a finite number of seconds {bound}")
+    return value
+
+
+def parse_max_body(text: str, what: str = "max_body") -> int:
+    """A body cap from the command line: canonical decimal >= 1."""
+    n = parse_decimal(text, what)
+    if n < 1:
+        raise MalformedError(f"{what} must be at least 1")
+    return n
+
+
+# --- witness.toml --------------------------------------------------------------------------
+
+
+def _resolve(base_dir: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(base_dir, path)
+
+
+def _string(where: str, key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise MalformedError(f"{where}: {key} must be a string, not {_toml_type(value)}")
+    return value
+
+
+def _path(where: str, key: str, value: object) -> str:
+    text = _string(where, key, value)
+    if not text or "\x00" in text:
+        raise MalformedError(f"{where}: {key} must be a non-empty path")
+    return text
+
+
+def _number(where: str, key: str, value: object, *, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedError(f"{where}: {key} must be a number, not {_toml_type(value)}")
+    try:
+        return _check_seconds(float(value), f"{where}: {key}", positive=positive)
+    except OverflowError:
+        raise MalformedError(f"{where}: {key} is too large") from None
+
+
+def _toml_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"  # dates and times
+
+
+def parse_config(data: bytes, *, where: str, base_dir: str) -> FileConfig:
+    """Parse a witness.toml file's bytes (see the module docstring); ``where`` names it in
+    messages, ``base_dir`` is the directory relative paths are resolved against."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"{where} is not valid UTF-8 (byte {e.start})") from None
+    try:
+        table: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise MalformedError(f"{where} is not valid TOML: {e}") from None
+    unknown = sorted(set(table) - set(_NAMES))
+    if unknown:
+        raise MalformedError(
+            f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(_NAMES)})"
+        )
+    values: dict[str, Any] = {}
+    if "name" in table:
+        name = _string(where, "name", table["name"])
+        try:
+            check_key_name(name)
+        except MalformedError as e:
+            raise MalformedError(f"{where}: name: {e}") from None
+        values["name"] = name
+    if "listen" in table:
+        values["listen"] = parse_listen(
+            _string(where, "listen", table["listen"]), f"{where}: listen"
+        )
+    if "db" in table and "postgres" in table:
+        raise MalformedError(f"{where}: set db or postgres, not both")
+    if "db" in table:
+        values["db"] = _resolve(base_dir, _path(where, "db", table["db"]))
+    if "postgres" in table:
+        pg = _string(where, "postgres", table["postgres"])
+        if not pg:
+            raise MalformedError(f"{where}: postgres is empty")
+        values["postgres"] = pg
+    if "keys" in table:
+        keys = table["keys"]
+        if not isinstance(keys, list):
+            raise MalformedError(f"{where}: keys must be an array of paths, not {_toml_type(keys)}")
+        if not keys:
+            raise MalformedError(f"{where}: keys is empty (leave it out for the default)")
+        values["keys"] = tuple(
+            _resolve(base_dir, _path(where, f"keys[{i}]", k)) for i, k in enumerate(keys)
+        )
+    for key in ("submission_prefix", "monitoring_prefix"):
+        if key in table:
+            values[key] = check_prefix(_string(where, key, table[key]), f"{where}: {key}")
+    if "max_body" in table:
+        n = table["max_body"]
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise MalformedError(f"{where}: max_body must be an integer, not {_toml_type(n)}")
+        if not 1 <= n <= MAX_INT63:
+            raise MalformedError(f"{where}: max_body must be at least 1")
+        values["max_body"] = n
+    if "read_timeout" in table:
+        values["read_timeout"] = _number(
+            where, "read_timeout", table["read_timeout"], positive=True
+        )
+    for key in ("config_ttl", "shutdown_timeout"):
+        if key in table:
+            values[key] = _number(where, key, table[key], positive=False)
+    if "status_endpoints" in table:
+        flag = table["status_endpoints"]
+        if not isinstance(flag, bool):
+            raise MalformedError(
+                f"{where}: status_endpoints must be a boolean, not {_toml_type(flag)}"
+            )
+        values["status_endpoints"] = flag
+    return FileConfig(path=where, base_dir=base_dir, **values)
+
+
+def load_config(path: str) -> FileConfig:
+    """Read and parse a witness.toml file (OSError when it cannot be read)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_CONFIG_SIZE + 1)
+    if len(data) > MAX_CONFIG_SIZE:
+        raise MalformedError(f"{path} is larger than {MAX_CONFIG_SIZE} bytes")
+    return parse_config(data, where=path, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: quotes, backslashes and control characters escaped."""
+    out = ['"']
+    for c in text:
+        if c in ('"', "\\"):
+            out.append("\\" + c)
+        elif c < " " or c == "\x7f":
+            out.append(f"\\u{ord(c):04X}")
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def starter_config(
+    name: str, *, keys: tuple[str, ...], db: str | None = None, postgres: str | None = None
+) -> str:
+    """The witness.toml ``tlog-witness init`` writes: every setting, commented.
+
+    ``keys`` and ``db`` are written as given (relative ones are relative to the file's
+    directory). Requires: exactly one of ``db``/``postgres``, at least one key, a valid name.
+    """
+    if (db is None) == (postgres is None):
+        raise UsageError("a starter config names exactly one of db or postgres")
+    if not keys:
+        raise UsageError("a starter config names at least one key file")
+    check_key_name(name)
+    q = toml_string
+    key_list = ", ".join(q(k) for k in keys)
+    state = (
+        f'db = {q(db)}\n# postgres = "postgresql://witness@localhost:5432/witness"\n'
+        if db is not None
+        else f"# db = {q(DB_FILE)}\npostgres = {q(postgres or '')}\n"
+    )
+    return f"""\
+# tlog-witness configuration (TOML). Every setting is optional; command-line flags of
+# 'tlog-witness serve' override it. Relative paths are relative to this file's directory.
+# See 'tlog-witness serve --help' for every setting.
+
+# The witness's name: the key name of its cosignature keys and of the signature lines it
+# returns. Log operators configure it together with the vkeys that 'tlog-witness vkey' prints.
+name = {q(name)}
+
+# Where to listen: HOST:PORT, an IPv6 host in brackets ([::1]:7380); port 0 takes any free
+# port. 127.0.0.1 serves this machine only; use 0.0.0.0 (or a reverse proxy) to serve others.
+listen = {q(DEFAULT_LISTEN)}
+
+# The state: the logs this witness follows, the latest checkpoint it cosigned for each, and
+# evidence of split views. A SQLite file (db), or a PostgreSQL URL (postgres) for a witness
+# run as several processes. Exactly one of the two.
+{state}
+# The witness's signer keys (Go note PRIVATE+KEY+... files, mode 0600): an Ed25519
+# cosignature/v1 key (type 0x04) and/or an ML-DSA-44 subtree/v1 key (type 0x06, which also
+# enables sign-subtree). All carry the witness's name.
+keys = [{key_list}]
+
+# URL path prefixes: "" or "/path" without a trailing slash. Submissions go to
+# <submission_prefix>/add-checkpoint (and /sign-subtree); monitors read
+# <monitoring_prefix>/<hex SHA-256 of the origin>/checkpoint.
+submission_prefix = ""
+monitoring_prefix = ""
+
+# Largest request body in bytes (larger: 413). The default fits a maximal signed note
+# (100 ML-DSA-44 signature lines) plus 63 proof lines.
+max_body = {DEFAULT_MAX_BODY}
+
+# Seconds a client has to send the whole request body (slower: 408).
+read_timeout = {DEFAULT_READ_TIMEOUT:g}
+
+# Seconds between reloads of the log list when the monitoring endpoint is asked for an
+# unknown origin hash.
+config_ttl = {DEFAULT_CONFIG_TTL:g}
+
+# Serve the HTML status page (/) and Prometheus metrics (/metrics).
+status_endpoints = true
+
+# Seconds requests in flight get to finish after SIGTERM or SIGINT.
+shutdown_timeout = {DEFAULT_SHUTDOWN_TIMEOUT:g}
+"""
+
+
+# --- logs/v0 -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ListedLog:
+    """One entry of a logs/v0 list.
+
+    ``origin`` is the explicit origin or, for ``origin none`` or no origin line, the vkey's
+    name; ``bastion`` is None for ``none`` or no bastion line; ``unsupported`` is None for a
+    usable log key, else why this witness cannot follow the log; ``line`` is the entry's first
+    line (its ``vkey`` line), counted from 1.
+    """
+
+    origin: str
+    vkey: str
+    qpd: int
+    contact: str
+    bastion: str | None
+    line: int
+    unsupported: str | None = None
+
+
+_KNOWN_UNSUPPORTED = {0x02: "ECDSA", 0x05: "RFC 6962 STH"}
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+_ORDER = ("vkey", "origin", "bastion", "qpd", "contact")
+
+
+def _list_vkey(vkey: str, fail: Callable[[str], MalformedError]) -> tuple[str, str | None]:
+    """(key name, None) for a usable log key; (key name, reason) for a well-formed key of
+    another type; MalformedError (through ``fail``) for a key that does not parse."""
+    parts = vkey.split("+", 2)
+    if len(parts) != 3:
+        raise fail(f"vkey {vkey[:60]!r} does not have the form name+id+key")
+    name, id_text, b64 = parts
+    try:
+        check_key_name(name)
+        if not _HEX8.fullmatch(id_text):
+            raise MalformedError(f"key ID {id_text!r} is not 8 lowercase hex digits")
+        raw = b64decode(b64, "the key")
+        if not raw:
+            raise MalformedError("the key is empty")
+    except MalformedError as e:
+        raise fail(f"vkey: {e}") from None
+    key_type = raw[0]
+    if key_type not in LOG_KEY_TYPES:
+        kind = _KNOWN_UNSUPPORTED.get(key_type) or TYPE_NAMES.get(key_type) or "unknown"
+        return name, (
+            f"key type 0x{key_type:02x} ({kind}): logs here sign with 0x01 (Ed25519) or"
+            " 0x06 (ML-DSA-44)"
+        )
+    try:
+        check_log_vkey(vkey)
+    except (MalformedError, UsageError) as e:
+        raise fail(str(e)) from None
+    return name, None
+
+
+def parse_log_list(data: bytes, where: str = "log list") -> list[ListedLog]:
+    """Parse a logs/v0 list strictly (see the module docstring), entries in list order."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"{where} is not valid UTF-8 (byte {e.start})") from None
+    if text and not text.endswith("\n"):
+        raise MalformedError(f"{where} does not end in a newline")
+    lines = text[:-1].split("\n") if text else []
+    seen_header = False
+    entries: list[ListedLog] = []
+    first_line: dict[str, int] = {}
+    entry: dict[str, Any] = {}
+    entry_line = 0
+    expect = 0  # index in _ORDER of the next keyword allowed
+
+    def fail_at(n: int) -> Callable[[str], MalformedError]:
+        def fail(detail: str) -> MalformedError:
+            return MalformedError(f"{where} line {n}: {detail}")
+
+        return fail
+
+    def finish() -> None:
+        nonlocal entry, expect
+        if not entry:
+            return
+        if "contact" not in entry:
+            missing = "qpd" if "qpd" not in entry else "contact"
+            raise MalformedError(
+                f"{where} line {entry_line}: the log entry has no {missing!r} line"
+            )
+        origin = entry.get("origin") or entry["name"]
+        fail = fail_at(entry.get("origin_line", entry_line))
+        try:
+            check_origin(origin)
+        except MalformedError as e:
+            raise fail(str(e)) from None
+        if origin in first_line:
+            raise fail(f"log {origin} is listed twice (first at line {first_line[origin]})")
+        first_line[origin] = entry_line
+        entries.append(
+            ListedLog(
+                origin=origin,
+                vkey=entry["vkey"],
+                qpd=entry["qpd"],
+                contact=entry["contact"],
+                bastion=entry.get("bastion"),
+                line=entry_line,
+                unsupported=entry["unsupported"],
+            )
+        )
+        entry, expect = {}, 0
+
+    for n, line in enumerate(lines, 1):
+        fail = fail_at(n)
+        if "\r" in line:
+            raise fail("contains a carriage return (lines end in LF alone)")
+        if line == "" or line.startswith("#"):
+            continue
+        if line != line.strip():
+            raise fail("has white space at its start or end")
+        if any(c < " " or c == "\x7f" for c in line):
+            raise fail("contains a control character")
+        if not seen_header:
+            if line != LOG_LIST_HEADER:
+                raise fail(f"expected the header {LOG_LIST_HEADER!r}, found {line[:60]!r}")
+            seen_header = True
+            continue
+        keyword, sep, value = line.partition(" ")
+        if keyword not in _ORDER:
+            raise fail(f"unknown keyword {keyword[:40]!r} (known: {', '.join(_ORDER)})")
+        if not sep or not value:
+            raise fail(f"{keyword!r} has no value")
+        if keyword == "vkey":
+            finish()
+            name, unsupported = _list_vkey(value, fail)
+            entry = {"vkey": value, "name": name, "unsupported": unsupported}
+            entry_line = n
+            expect = 1
+            continue
+        if not entry:
+            raise fail(f"{keyword!r} before any 'vkey' line")
+        position = _ORDER.index(keyword)
+        if position < expect:
+            raise fail(
+                f"{keyword!r} is repeated or out of order (an entry is vkey, origin, bastion,"
+                " qpd, contact)"
+            )
+        if keyword == "contact" and "qpd" not in entry:
+            # origin and bastion may be left out, qpd may not.
+            raise fail("'contact' before 'qpd' (every entry has a qpd line)")
+        expect = position + 1
+        if keyword == "origin":
+            if value != "none":
+                entry["origin"] = value
+            entry["origin_line"] = n
+        elif keyword == "bastion":
+            if value != "none":
+                if any(c.isspace() for c in value):
+                    raise fail("the bastion URL contains white space")
+                entry["bastion"] = value
+        elif keyword == "qpd":
+            try:
+                qpd = parse_decimal(value, "qpd")
+            except MalformedError as e:
+                raise fail(str(e)) from None
+            if qpd < 1:
+                raise fail("qpd must be at least 1")
+            entry["qpd"] = qpd
+        else:
+            entry["contact"] = value
+    if not seen_header:
+        raise MalformedError(f"{where} has no {LOG_LIST_HEADER!r} header line")
+    finish()
+    return entries
+
+
+__all__ = [
+    "CONFIG_FILE",
+    "DB_FILE",
+    "DEFAULT_CONFIG_TTL",
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "KEY_FILE",
+    "LOG_LIST_HEADER",
+    "MLDSA_KEY_FILE",
+    "SETTINGS",
+    "FileConfig",
+    "ListedLog",
+    "Setting",
+    "check_prefix",
+    "format_listen",
+    "load_config",
+    "parse_config",
+    "parse_listen",
+    "parse_log_list",
+    "parse_max_body",
+    "parse_seconds",
+    "starter_config",
+    "toml_string",
+]
