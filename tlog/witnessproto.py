@@ -109,9 +109,12 @@ class AddCheckpointRequest:
         return cls(old, proof, note)
 
     def format(self) -> bytes:
-        """The request body."""
+        """The request body. Requires: at most 63 proof lines and a checkpoint that does not
+        start with LF (the body would not parse back)."""
         if len(self.proof) > MAX_PROOF_LINES:
             raise MalformedError(f"a request carries at most {MAX_PROOF_LINES} proof lines")
+        if not self.checkpoint or self.checkpoint.startswith(b"\n"):
+            raise UsageError("the checkpoint is empty or starts with an empty line")
         lines = [b"old %d" % self.old] + [b64encode(h).encode() for h in self.proof]
         return b"\n".join(lines) + b"\n\n" + self.checkpoint
 
