@@ -15,6 +15,7 @@ Verbs (every one takes the store options below)::
     tlog-store verify [RUN ...] [--json]
     tlog-store checkpoint [--unsigned] [--json]
     tlog-store publish [FILE]
+    tlog-store publish --witness URL=VKEY [--witness URL=VKEY]... [--policy FILE] [--timeout S]
     tlog-store published [--json]
     tlog-store prove RUN [--out FILE]
     tlog-store export [--out FILE|-] [--witness-key VKEY]... [--witness-keys FILE]...
@@ -26,7 +27,8 @@ Store options: ``--db PATH`` (a SQLite file, the embedded default; environment v
 ``TLOG_STORE_POSTGRES``), exactly one; ``--tenant T`` (default ``default``); ``--key FILE`` (the
 log's Ed25519 signer key; ``TLOG_STORE_KEY``, and with SQLite by default ``<db path>.key``).
 Every verb accepts ``--key``, so that one set of store options serves them all, but only
-``init``, ``checkpoint`` (unless ``--unsigned``) and ``prove`` (when it must sign) read it. A
+``init``, ``checkpoint`` (unless ``--unsigned``), ``prove`` (when it must sign) and ``publish
+--witness`` read it. A
 flag wins over the environment. Verbs other than ``init`` refuse a SQLite path that does not
 exist rather than create an empty database there.
 
@@ -707,11 +709,90 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DEFAULT_PUBLISH_TIMEOUT = 10
+"""Seconds ``publish --witness`` waits for the witnesses, all requests included."""
+
+
 def _cmd_publish(args: argparse.Namespace) -> int:
+    if args.witness:
+        if args.file is not None:
+            raise UsageError("give FILE (a cosigned copy) or --witness, not both")
+        return _publish_to_witnesses(args)
+    for flag, value in (("--policy", args.policy), ("--timeout", args.timeout)):
+        if value is not None:
+            raise UsageError(f"{flag} goes with --witness")
     note = _read(args.file, MAX_NOTE_SIZE)
     parse_note(note)  # refuse a malformed note here, with the note's own message
     with _open(args) as store:
         _write(store.add_cosignatures(note))
+    return EXIT_OK
+
+
+def _witness_spec(text: str) -> tuple[str, str]:
+    """``URL=VKEY`` split at the first ``=`` (a vkey's base64 may end in ``=``, a witness
+    URL holds none)."""
+    url, sep, vkey = _utf8_arg(text, "--witness").partition("=")
+    if not sep or not url or not vkey:
+        raise UsageError(f"--witness {text!r} is not URL=VKEY")
+    return url, vkey
+
+
+def _publish_to_witnesses(args: argparse.Namespace) -> int:
+    """Sign the current checkpoint, gather cosignatures, keep them, report (see the epilog)."""
+    # The CLI composes packages: the store library itself never imports witness.
+    from tlog.policy import Policy  # noqa: PLC0415
+    from witness.client import WitnessClient, gather  # noqa: PLC0415
+
+    specs = [_witness_spec(w) for w in args.witness]
+    timeout = (
+        DEFAULT_PUBLISH_TIMEOUT if args.timeout is None else _number(args.timeout, "--timeout", 1)
+    )
+    policy = None
+    if args.policy is not None:
+        try:
+            policy = Policy.parse(_read(args.policy, MAX_NOTE_SIZE))
+        except MalformedError as e:
+            raise MalformedError(f"policy {_source(args.policy)}: {e}") from None
+    clients: list[WitnessClient] = []
+    try:
+        for url, vkey in specs:
+            try:
+                clients.append(WitnessClient(url, [vkey], timeout=timeout))
+            except (MalformedError, UsageError) as e:
+                raise type(e)(f"--witness {url}: {e}") from None
+        with _open(args, key=True) as store:
+            if policy is not None and policy.logs:
+                log = store.log_vkey
+                if all(x.vkey != log for x in policy.logs):
+                    raise UsageError(f"the policy lists logs, but not this log's key {log}")
+            note = store.sign_checkpoint()
+            size = Checkpoint.parse(parse_note(note)[0]).size
+            result = gather(
+                note,
+                clients,
+                lambda old: store.consistency_proof(old, size),
+                policy,
+                # Read when a witness answers 409: another publisher may have grown the log.
+                my_size=lambda: store.checkpoint().size,
+                deadline=timeout,
+                # Every cosignature that comes within the deadline is kept, not only a quorum.
+                stop_early=False,
+            )
+            kept = store.add_cosignatures(result.note) if result.note != note else note
+    finally:
+        for c in clients:
+            c.close()
+    _write("".join(f"witness {o.summary()}\n" for o in result.outcomes))
+    _write(kept)
+    problems = [f"ALARM from {o.summary()}" for o in result.alarms]
+    if not result.quorum_met:
+        problems.append(result.shortfall)
+    if problems:
+        count = len(parse_note(kept)[1]) - 1
+        raise VerificationError(
+            "; ".join(problems) + f" (the signed checkpoint is kept with {count} other signature"
+            f"{'s' if count != 1 else ''})"
+        )
     return EXIT_OK
 
 
@@ -864,7 +945,7 @@ store options (every verb):
   --tenant T      the tenant: 1-64 of [a-z0-9._-] (default: default); its log's origin is
                   <origin>/<tenant>
   --key FILE      the log's Ed25519 signer key, read by the verbs that sign: init,
-                  checkpoint, prove (env TLOG_STORE_KEY; with SQLite the default is
+                  checkpoint, prove, publish --witness (env TLOG_STORE_KEY; with SQLite the default is
                   <db path>.key; required with --postgres); the others accept and ignore it
 
 exit status:
@@ -1018,14 +1099,31 @@ examples:
 """
 
 _EPILOG_PUBLISH = """\
-FILE (standard input if absent or -) is a cosigned copy of a checkpoint this store signed --
-what a witness returns. Its signature lines are merged into the kept checkpoint (so exports and
-proofs carry the cosignatures), and the merged note is printed.
+Two ways to get the kept checkpoints cosigned (so exports and proofs carry the cosignatures):
+
+With FILE (standard input if absent or -): a cosigned copy of a checkpoint this store signed.
+Its signature lines are merged into the kept checkpoint, and the merged note is printed.
+
+With --witness URL=VKEY (repeatable): signs the current checkpoint with the log key (as
+'checkpoint' does) and submits it to every witness in parallel over C2SP tlog-witness
+(URL is the witness's submission prefix, without '='; VKEY its cosignature key, type 0x04 or
+0x06, or 0x01 read as 0x04). Each witness gets 'old 0' first and, on 409, the consistency proof
+from the size it holds. Verified cosignatures are merged into the kept checkpoint. Prints one
+line per witness -- 'witness URL STATUS: details', STATUS being cosigned, alarm, conflict,
+rejected, busy, unavailable, bad-response, error or timeout -- then the kept note.
+--policy FILE is a C2SP tlog-policy whose quorum must be met by the kept note (if it lists
+logs, this log's vkey must be one); without it every witness must cosign. --timeout S (whole
+seconds, default 10) bounds the whole exchange. Exit 1 -- after printing, with the note and
+whatever cosignatures came kept -- when the quorum is not met or a witness raised an alarm: a
+witness holding a larger tree than this log (a split view or a local rollback), or a 422 (a
+proof bug or a fork).
 
 examples:
   tlog-store checkpoint > checkpoint
   tlog sign --key witness.key checkpoint > cosigned     # a cosignature/v1 key
   tlog-store publish cosigned
+  tlog-store publish --witness https://w1.example/=w1.example+1234abcd+BASE64... \\
+      --witness https://w2.example/=w2.example+5678abcd+BASE64... --policy log.policy
 """
 
 _EPILOG_PUBLISHED = """\
@@ -1204,10 +1302,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsigned", action="store_true", help="print the text only; no key needed")
 
     p = _add_parser(
-        verbs, "publish", "keep a cosigned checkpoint", _EPILOG_PUBLISH, _cmd_publish,
-        json_flag=False,
+        verbs, "publish", "keep a cosigned checkpoint, or get one from witnesses",
+        _EPILOG_PUBLISH, _cmd_publish, key=True, json_flag=False,
     )  # fmt: skip
     p.add_argument("file", nargs="?", metavar="FILE", help="cosigned note (default: stdin)")
+    p.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="URL=VKEY",
+        help="a witness to submit the current checkpoint to (repeatable)",
+    )
+    p.add_argument("--policy", metavar="FILE", help="tlog-policy whose quorum must be met")
+    p.add_argument(
+        "--timeout",
+        metavar="S",
+        help=f"seconds for the whole exchange (default {DEFAULT_PUBLISH_TIMEOUT})",
+    )
 
     _add_parser(verbs, "published", "list kept checkpoints", _EPILOG_PUBLISHED, _cmd_published)
 

@@ -1179,6 +1179,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--shutdown-timeout", metavar="S", help=f"default {DEFAULT_SHUTDOWN_TIMEOUT:g}")
     p.add_argument("--check", action="store_true", help="print the settings and exit")
+    # Listed here for --help only: main() hands "conformance ..." to witness.conformance,
+    # which has its own parser (it needs no state, and tests any witness, not this one).
+    verbs.add_parser(
+        "conformance",
+        help="run the black-box protocol suite against a witness URL",
+        add_help=False,
+    )
     return parser
 
 
@@ -1214,6 +1221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     state errors and FetchError → 4. ``--help`` exits 0 through SystemExit, as argparse does.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["conformance"]:
+        from witness.conformance import conformance_main  # noqa: PLC0415 - a separate tool
+
+        return conformance_main(args_list[1:])
     verb = args_list[0] if args_list and args_list[0] in _VERBS else None
     try:
         args = build_parser().parse_args(args_list)
