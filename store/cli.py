@@ -945,8 +945,9 @@ store options (every verb):
   --tenant T      the tenant: 1-64 of [a-z0-9._-] (default: default); its log's origin is
                   <origin>/<tenant>
   --key FILE      the log's Ed25519 signer key, read by the verbs that sign: init,
-                  checkpoint, prove, publish --witness (env TLOG_STORE_KEY; with SQLite the default is
-                  <db path>.key; required with --postgres); the others accept and ignore it
+                  checkpoint, prove, publish --witness (env TLOG_STORE_KEY; with SQLite
+                  the default is <db path>.key; required with --postgres); the others
+                  accept and ignore it
 
 exit status:
   0  success
