@@ -4,7 +4,8 @@ exported and verified offline — on the embedded default (SQLite), in a tempora
 1. a store is initialised with an Ed25519 log key (Go note key format);
 2. five runs are journaled under leases, with an exactly-once effect and a fenced writer;
 3. four of them are sealed into the tenant's RFC 6962 log;
-4. the log signs a C2SP checkpoint, and a witness cosigns it (Ed25519 cosignature/v1);
+4. the log signs a C2SP checkpoint, and a local witness (``tlog-witness serve`` on loopback)
+   cosigns it (Ed25519 cosignature/v1);
 5. a tlog-proof@v1 for one run is written and checked against a tlog-policy;
 6. the journal is exported, the export verified offline, restored and exported again;
 7. tampering is caught: one changed byte in the export, a changed record in the database.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,13 +28,12 @@ from store.errors import DuplicateEffectError, FencedError
 from store.export import export_store, restore_store
 from store.open import init_store, open_store
 from tlog import merkle
-from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.errors import TlogError
 from tlog.export import verify_export
 from tlog.keys import generate_key
-from tlog.note import Signature, add_signatures, parse_note
 from tlog.policy import Policy
 from tlog.proof import TlogProof, verify_proof
+from witness.client import WitnessClient, gather
 
 ORIGIN = "example.com/tour"
 
@@ -96,18 +97,43 @@ def main() -> int:
             store.release(run, lease.epoch)
             show(run, f"position {seal.position}, head {seal.head.hex()[:16]}…")
 
-        step("4. a signed checkpoint, cosigned by a witness")
-        witness_key = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1)
-        witness = witness_key.signer()
-        note = store.sign_checkpoint()
-        text, _ = parse_note(note)
-        cosig = Signature(witness.name, witness.key_id, witness.sign(text))
-        note = store.add_cosignatures(add_signatures(note, [cosig]))
+        step("4. a signed checkpoint, cosigned by a witness on loopback (tlog-witness serve)")
+        wdir = Path(tmp) / "witness"
+        witness_vkey = _cli(
+            "tlog-witness", "init", "--name", "witness.example/w1", "--dir", str(wdir)
+        ).split()[0]
+        config = ["--config", str(wdir / "witness.toml")]
+        _cli("tlog-witness", "add-log", store.origin, "--key", store.log_vkey, *config)
+        server = subprocess.Popen(
+            [_tool("tlog-witness"), "serve", *config, "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            url = _listening(server)
+            show("witness", f"{url}  {witness_vkey}")
+            note = store.sign_checkpoint()
+            size = store.checkpoint().size
+            gathered = gather(
+                note,
+                [WitnessClient(url, [witness_vkey])],
+                lambda old: store.consistency_proof(old, size),
+                None,
+                my_size=size,
+                deadline=10,
+            )
+            note = store.add_cosignatures(gathered.note)
+        finally:
+            server.terminate()
+            server.wait(10)
+        show("cosigned", "yes" if gathered.quorum_met else "NO")
+        failures += 0 if gathered.quorum_met else 1
         print("   " + note.decode().replace("\n", "\n   ").rstrip())
 
         step("5. a tlog-proof for one run, checked against a tlog-policy")
         policy = Policy.parse(
-            f"log {store.log_vkey}\nwitness w1 {witness_key.vkey()}\nquorum w1\n".encode()
+            f"log {store.log_vkey}\nwitness w1 {witness_vkey}\nquorum w1\n".encode()
         )
         inclusion = store.inclusion_proof("order-2")
         assert inclusion is not None
@@ -126,7 +152,7 @@ def main() -> int:
 
         step("6. export, offline verification, restore, export again")
         exported = io.BytesIO()
-        export_store(store, exported, witness_keys=[witness_key.vkey()])
+        export_store(store, exported, witness_keys=[witness_vkey])
         blob = exported.getvalue()
         summary = verify_export(io.BytesIO(blob), log_key=store.log_vkey)
         show("export", f"{len(blob)} bytes")
@@ -143,7 +169,7 @@ def main() -> int:
         with open_store(db=db2, key=key) as restored:
             restore_store(restored, export_path)
             again = io.BytesIO()
-            export_store(restored, again, witness_keys=[witness_key.vkey()])
+            export_store(restored, again, witness_keys=[witness_vkey])
         same = again.getvalue() == blob
         failures += 0 if same else 1
         show("re-export", "byte-identical" if same else "DIFFERENT")
@@ -173,6 +199,30 @@ def main() -> int:
 
     print(f"\nTour finished in {time.perf_counter() - started:.2f} s.")
     return 1 if failures else 0
+
+
+def _tool(name: str) -> str:
+    """The console script next to this interpreter (the project's .venv)."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def _cli(*argv: str) -> str:
+    """Run one of the project's commands; return its standard output."""
+    done = subprocess.run(
+        [_tool(argv[0]), *argv[1:]], capture_output=True, text=True, check=False, timeout=60
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"tour: {' '.join(argv[:2])} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _listening(server: subprocess.Popen[str]) -> str:
+    """Read the server's startup lines until it says where it listens."""
+    assert server.stdout is not None
+    for line in server.stdout:
+        if line.startswith("listening on "):
+            return line.split()[2]
+    raise SystemExit("tour: the witness did not start")
 
 
 if __name__ == "__main__":
