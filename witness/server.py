@@ -109,6 +109,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+import aiohttp
 from aiohttp import web
 
 from tlog.checkpoint import open_checkpoint, origin_of
@@ -385,6 +386,13 @@ class _Witness:
                     chunks.append(chunk)
         except TimeoutError:
             raise RequestTimeoutError(self.read_timeout) from None
+        except (web.RequestPayloadError, aiohttp.http_exceptions.PayloadEncodingError):
+            # aiohttp decodes a Content-Encoding itself; a body that does not decode (or a
+            # broken chunked framing) is the client's mistake, not an internal error.
+            raise MalformedError("the request body does not decode (Content-Encoding)") from None
+        except ConnectionResetError:
+            # The client went away mid-body: nothing to answer; logged as 499 like a cancel.
+            raise asyncio.CancelledError from None
         return b"".join(chunks)
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
