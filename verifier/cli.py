@@ -1,0 +1,633 @@
+"""The ``tlog-verify`` command: the offline auditor's verdict on exports, proofs, checkpoints.
+
+Verbs (``docs/auditor-guide.md`` explains each check and what a verdict means)::
+
+    tlog-verify export FILE        TRUST [--since CHECKPOINT] [--record-key VKEY]...
+                                   [--require-record-signatures] [--quorum-scope all|last]
+                                   [--jobs N] [--no-progress] TIME [--json]
+    tlog-verify proof FILE         TRUST [--records FILE] [--head HASH] [--record-key VKEY]...
+                                   [--require-record-signatures] [--origin O] TIME [--json]
+    tlog-verify checkpoint NOTE    TRUST [--origin O] TIME [--json]
+    tlog-verify consistency OLD NEW [--proof FILE] TRUST [--origin O] TIME [--json]
+
+    TRUST: --policy FILE [--log-vkey VKEY]
+           | --log-vkey VKEY [--witness VKEY --witness VKEY ... --quorum K]
+    TIME:  [--max-age SECONDS] [--max-skew SECONDS] [--now POSIX-SECONDS]
+
+Trust. ``--policy`` is a C2SP tlog-policy file (:mod:`tlog.policy`). A policy that lists no log
+takes the log from ``--log-vkey``; with a policy that lists logs, ``--log-vkey`` picks one of
+them. Without a policy, ``--log-vkey`` is the log, each ``--witness`` a witness vkey (0x04,
+0x06, or an Ed25519 0x01 vkey read as its cosignature/v1 key) and ``--quorum K`` the number of
+them that must cosign (``--quorum`` is required with ``--witness``; with no witness the quorum
+is ``none``: the log's signature alone).
+
+Time. Cosignature timestamps more than ``--max-skew`` seconds (default 60) after ``--now``
+(default: the clock) do not count; with ``--max-age``, nor do those older than ``now -
+max-age`` — on an export's last checkpoint, on a proof's or a checkpoint's checkpoint, and on
+the new checkpoint of ``consistency``. Uncounted cosignatures are reported and may leave the
+quorum short.
+
+Inputs: ``-`` is standard input (at most one input per command). ``--since`` is a checkpoint
+note the auditor kept; ``--records`` is ``tlog-store read RUN --json`` output; ``--proof`` is one
+base64 hash per line (``tlog prove --old`` output). Numbers are canonical decimals; ``--head`` is
+base64 of 32 bytes.
+
+Output: the report (:mod:`verifier.report`) on standard output — text, or with ``--json`` the
+``tlog-verify/report/v1`` object. ``export`` draws a progress bar on standard error when that is
+a terminal (never with ``--no-progress``). ``--jobs N`` (default: the number of CPUs) verifies
+a large export on N processes when :mod:`verifier.parallel` is installed; the report is the
+same for every N.
+
+Exit status: 0 valid; 1 invalid (the input was judged and does not verify — malformed audited
+data included); 2 unusable input or usage (bad arguments, an unreadable file, a malformed
+policy, key or kept checkpoint; nothing was judged). Every status other than 0 also prints one
+line on standard error, ``tlog-verify: <verb>: <message>``, and never a traceback: :func:`main`
+is the one place that maps exceptions to statuses, and an unexpected exception is reported as
+an internal error with status 2 (the input was not judged).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TextIO
+
+from tlog.encoding import parse_decimal, parse_hash
+from tlog.errors import MalformedError, UsageError
+from tlog.policy import DEFAULT_MAX_SKEW, Log, Policy, TimePolicy
+from verifier.export import verify_export_file
+from verifier.proofs import (
+    read_input,
+    verify_checkpoint_file,
+    verify_consistency_files,
+    verify_proof_file,
+)
+from verifier.report import EXIT_UNUSABLE, Failure, InputError, Report, failure_from
+
+MAX_POLICY_SIZE = 1 << 20
+"""Largest policy file read."""
+
+MAX_SINCE_SIZE = 1 << 20
+"""Largest kept checkpoint read (a note is at most 1 MiB)."""
+
+_VERBS = ("export", "proof", "checkpoint", "consistency")
+
+
+# --- arguments -------------------------------------------------------------------------------
+
+
+def _utf8(text: str, what: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} is not valid UTF-8") from None
+    return text
+
+
+def _number(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_decimal(_utf8(text, what), what)
+    except MalformedError as e:
+        raise UsageError(str(e)) from None
+
+
+def _one_stdin(*paths: str | None) -> None:
+    if sum(p == "-" for p in paths) > 1:
+        raise UsageError("only one input can be standard input ('-')")
+
+
+def build_policy(args: argparse.Namespace) -> Policy:
+    """The policy the trust options give (module docstring)."""
+    log_vkey = None if args.log_vkey is None else _utf8(args.log_vkey, "--log-vkey")
+    log: Log | None = None
+    if log_vkey is not None:
+        try:
+            log = Log.from_vkey(log_vkey)
+        except MalformedError as e:
+            raise InputError(f"--log-vkey: {e}") from None
+    if args.policy is not None:
+        if args.witness or args.quorum is not None:
+            raise UsageError("--witness and --quorum replace a policy: not with --policy")
+        try:
+            data = read_input(args.policy, MAX_POLICY_SIZE, f"policy {args.policy}")
+            policy = Policy.parse(data)
+        except MalformedError as e:
+            raise InputError(f"policy {args.policy}: {e}") from None
+        if log is None:
+            if not policy.logs:
+                raise UsageError(
+                    "the policy lists no logs: give the log's key with --log-vkey VKEY"
+                )
+            return policy
+        if not policy.logs:
+            try:
+                return policy.with_logs([log])
+            except MalformedError as e:
+                raise InputError(f"--log-vkey: {e}") from None
+        chosen = [x for x in policy.logs if x.vkey == log.vkey]
+        if not chosen:
+            raise InputError(f"--log-vkey {log.vkey} is not one of the policy's logs")
+        return Policy(
+            logs=tuple(chosen),
+            witnesses=policy.witnesses,
+            groups=policy.groups,
+            quorum=policy.quorum,
+        )
+    if log is None:
+        raise UsageError(
+            "no trust given: use --policy FILE, or --log-vkey VKEY (with --witness VKEY... "
+            "and --quorum K)"
+        )
+    witnesses = [_utf8(w, "--witness") for w in args.witness]
+    if witnesses and args.quorum is None:
+        raise UsageError("--witness needs --quorum K (how many of the witnesses must cosign)")
+    k = _number(args.quorum, "--quorum") or 0
+    if k > len(witnesses):
+        raise UsageError(f"--quorum {k} is more than the {len(witnesses)} witnesses given")
+    try:
+        return Policy.k_of_n(k, witnesses, logs=[log.verifier])
+    except MalformedError as e:
+        raise InputError(f"--witness: {e}") from None
+
+
+def build_time_policy(args: argparse.Namespace) -> TimePolicy:
+    """The time rules of ``--now``, ``--max-age`` and ``--max-skew``."""
+    now = _number(args.now, "--now")
+    return TimePolicy(
+        int(time.time()) if now is None else now,
+        _number(args.max_age, "--max-age"),
+        _number(args.max_skew, "--max-skew"),
+    )
+
+
+def _record_keys(args: argparse.Namespace) -> list[str] | None:
+    if not args.record_key:
+        return None
+    return [_utf8(k, "--record-key") for k in args.record_key]
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal: ``[#####.....]  42%  12.0/28.5 MiB``.
+
+    Redrawn at most every ``interval`` seconds; :meth:`close` erases it.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        label: str,
+        *,
+        width: int = 30,
+        interval: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stream = stream
+        self._label = label
+        self._width = width
+        self._interval = interval
+        self._clock = clock
+        self._last = -interval
+        self._drawn = 0
+
+    @staticmethod
+    def text(label: str, done: int, total: int, width: int = 30) -> str:
+        """The bar's text for ``done`` of ``total`` bytes (total 0: unknown)."""
+        mib = 1 << 20
+        if total <= 0:
+            return f"{label}  {done / mib:.1f} MiB read"
+        frac = min(done / total, 1.0)
+        filled = int(frac * width)
+        bar = "#" * filled + "." * (width - filled)
+        return f"{label}  [{bar}] {frac * 100:3.0f}%  {done / mib:.1f}/{total / mib:.1f} MiB"
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self._clock()
+        if now - self._last < self._interval and done < total:
+            return
+        self._last = now
+        line = self.text(self._label, done, total, self._width)
+        pad = max(self._drawn - len(line), 0)
+        self._stream.write("\r" + line + " " * pad)
+        self._stream.flush()
+        self._drawn = len(line)
+
+    def close(self) -> None:
+        """Erase the bar (if one was drawn)."""
+        if self._drawn:
+            self._stream.write("\r" + " " * self._drawn + "\r")
+            self._stream.flush()
+            self._drawn = 0
+
+
+def _progress_wanted(args: argparse.Namespace, stream: TextIO) -> bool:
+    if args.no_progress:
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# --- verbs -------------------------------------------------------------------------------------
+
+
+def _cmd_export(args: argparse.Namespace) -> Report:
+    path = _utf8(args.file, "FILE")
+    _one_stdin(path, args.policy, args.since)
+    jobs = _number(args.jobs, "--jobs") if args.jobs is not None else (os.cpu_count() or 1)
+    if not jobs:
+        raise UsageError("--jobs must be at least 1")
+    policy = build_policy(args)
+    since = None
+    if args.since is not None:
+        try:
+            since = read_input(args.since, MAX_SINCE_SIZE, f"kept checkpoint {args.since}")
+        except MalformedError as e:
+            raise InputError(str(e)) from None
+    bar = (
+        ProgressBar(sys.stderr, "tlog-verify: export")
+        if _progress_wanted(args, sys.stderr)
+        else None
+    )
+    try:
+        report = verify_export_file(
+            path,
+            policy=policy,
+            since=since,
+            time_policy=build_time_policy(args),
+            jobs=jobs,
+            progress=bar,
+            record_keys=_record_keys(args),
+            require_record_signatures=args.require_record_signatures,
+            quorum_scope=args.quorum_scope,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    _add_inputs(report, args)
+    return report
+
+
+def _cmd_proof(args: argparse.Namespace) -> Report:
+    path = _utf8(args.file, "FILE")
+    records = None if args.records is None else _utf8(args.records, "--records")
+    _one_stdin(path, records, args.policy)
+    head = None
+    if args.head is not None:
+        try:
+            head = parse_hash(_utf8(args.head, "--head"), "--head")
+        except MalformedError as e:
+            raise UsageError(str(e)) from None
+    report = verify_proof_file(
+        path,
+        policy=build_policy(args),
+        time_policy=build_time_policy(args),
+        records=records,
+        record_keys=_record_keys(args),
+        require_record_signatures=args.require_record_signatures,
+        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+        head=head,
+    )
+    _add_inputs(report, args)
+    return report
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> Report:
+    path = _utf8(args.file, "NOTE")
+    _one_stdin(path, args.policy)
+    report = verify_checkpoint_file(
+        path,
+        policy=build_policy(args),
+        time_policy=build_time_policy(args),
+        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+    )
+    _add_inputs(report, args)
+    return report
+
+
+def _cmd_consistency(args: argparse.Namespace) -> Report:
+    old, new = _utf8(args.old, "OLD"), _utf8(args.new, "NEW")
+    proof = None if args.proof is None else _utf8(args.proof, "--proof")
+    _one_stdin(old, new, proof, args.policy)
+    report = verify_consistency_files(
+        old,
+        new,
+        policy=build_policy(args),
+        proof=proof,
+        time_policy=build_time_policy(args),
+        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+    )
+    _add_inputs(report, args)
+    return report
+
+
+def _add_inputs(report: Report, args: argparse.Namespace) -> None:
+    if args.policy is not None:
+        report.inputs["policy"] = args.policy
+    since = getattr(args, "since", None)
+    if since is not None:
+        report.inputs["since"] = since
+
+
+# --- argument parsing ----------------------------------------------------------------------------
+
+
+class _ArgumentError(UsageError):
+    """A command line argparse refuses."""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(message)
+
+
+_EPILOG_MAIN = """\
+Run 'tlog-verify VERB --help' for what each verb checks. docs/auditor-guide.md explains the
+checks, what "valid" means and does not mean, policies, time rules, --since and the JSON
+report.
+
+trust (every verb):
+  --policy FILE         a C2SP tlog-policy file: logs, witnesses, groups, quorum
+  --log-vkey VKEY       the log's key (with a policy that lists no log, or to pick one)
+  --witness VKEY        a witness key (repeat), without --policy
+  --quorum K            how many of the --witness keys must cosign
+
+exit status:
+  0  valid: every check passed
+  1  invalid: the input was judged and does not verify (the report names the first failure
+     and where: line, run, record, checkpoint)
+  2  unusable input or usage: bad arguments, unreadable file, malformed policy, key or kept
+     checkpoint; nothing was judged
+Every status other than 0 also prints one line on standard error.
+
+examples:
+  tlog-verify export journal.export --policy auditor.policy
+  tlog-verify export journal.export --log-vkey "$(cat log.vkey)" \\
+      --witness "$(cat w1.vkey)" --witness "$(cat w2.vkey)" --quorum 2 --since kept.checkpoint
+  tlog-verify proof run-1.tlog-proof --policy auditor.policy --records run-1.jsonl
+  tlog-verify checkpoint checkpoint --policy auditor.policy --max-age 3600
+  tlog-verify consistency old.checkpoint new.checkpoint --proof proof --policy auditor.policy
+"""
+
+_EPILOG_EXPORT = """\
+Checks, in file order (docs/export-format.md section 6, and the auditor's own):
+  * the format: grammar, canonical spelling, order, counts, and the digest on the end line;
+  * the log-key line is a log of the policy; each record-key line is a --record-key (if given);
+  * every checkpoint: its signature lines verify (log key and declared witnesses), the
+    policy's witness quorum is met (all checkpoints, or with --quorum-scope last only the
+    last), cosignatures from the future (--max-skew) do not count, and on the last checkpoint
+    neither do those older than --max-age;
+  * every record: hash, chain link, run and seq; every record signature (with
+    --require-record-signatures every record must be signed);
+  * every sealed run's head is its log leaf, every checkpoint's root is the root of the log
+    rebuilt from them, and successive checkpoints are consistent;
+  * with --since CHECKPOINT (a checkpoint of this log you kept before): the export's log
+    extends it -- the same root at its size, and a consistency proof that verifies; a kept
+    size larger than the export's log is a rollback.
+An export with no checkpoint is invalid: nothing in it is signed by the log.
+
+FILE may be - (standard input; then verification runs on one core). --jobs N (default: all
+CPUs) uses N processes for large exports when verifier.parallel is installed; the report is
+the same for every N.
+
+examples:
+  tlog-verify export journal.export --policy auditor.policy
+  tlog-store export | tlog-verify export - --policy auditor.policy --json
+  tlog-verify export journal.export --policy auditor.policy --since kept.checkpoint \\
+      --record-key "$(cat records.vkey)" --require-record-signatures --max-age 86400
+"""
+
+_EPILOG_PROOF = """\
+FILE is a C2SP tlog-proof@v1 file as 'tlog-store prove' writes it: its extra line is the run's
+head, and the log leaf is SHA-256(0x00 || head). Checks: the file's format; with --records
+(the output of 'tlog-store read RUN --json'), that the run's records chain from genesis to
+that head; with --head, that it is the proof's head; that a log of the policy signed the
+checkpoint, every signature line of a policy key verifies and the quorum is met under the time
+rules; that the inclusion proof leads from the leaf to the checkpoint's root.
+
+Without --records the proof shows that the head is in the log, not which records lead to it.
+Record signatures in the records file are checked against --record-key keys.
+
+examples:
+  tlog-store prove run-1 --out run-1.tlog-proof
+  tlog-store read run-1 --json > run-1.jsonl
+  tlog-verify proof run-1.tlog-proof --policy auditor.policy --records run-1.jsonl
+"""
+
+_EPILOG_CHECKPOINT = """\
+NOTE is a signed checkpoint (C2SP tlog-checkpoint). Checks: a log of the policy signed it,
+every signature line of a policy key verifies (a bad one is a failure), the quorum is met
+under the time rules. Lines of other keys are ignored and listed in the report.
+
+examples:
+  tlog-verify checkpoint checkpoint --policy auditor.policy --max-age 3600
+  curl -s https://log.example/checkpoint | tlog-verify checkpoint - --policy auditor.policy
+"""
+
+_EPILOG_CONSISTENCY = """\
+OLD and NEW are signed checkpoints of one log, each checked as by 'tlog-verify checkpoint'
+(--max-age applies to NEW only). --proof FILE is the RFC 6962 consistency proof from OLD's
+size to NEW's, one base64 hash per line ('tlog prove --old' output); absent means empty, which
+is right only from size 0 or between equal sizes (which need equal roots). An OLD larger than
+NEW is a rollback.
+
+examples:
+  tlog-verify consistency kept.checkpoint checkpoint --proof proof --policy auditor.policy
+"""
+
+
+def _add_parser(
+    subparsers: Any,
+    name: str,
+    help_text: str,
+    epilog: str,
+    func: Callable[[argparse.Namespace], Report],
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.set_defaults(func=func)
+    return p
+
+
+def _trust_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("trust")
+    g.add_argument("--policy", metavar="FILE", help="tlog-policy file (logs, witnesses, quorum)")
+    g.add_argument("--log-vkey", metavar="VKEY", help="the log's key (vkey)")
+    g.add_argument(
+        "--witness", action="append", default=[], metavar="VKEY", help="a witness key (repeat)"
+    )
+    g.add_argument("--quorum", metavar="K", help="how many --witness keys must cosign")
+    t = p.add_argument_group("time rules")
+    t.add_argument("--max-age", metavar="SECONDS", help="cosignatures older than this do not count")
+    t.add_argument(
+        "--max-skew",
+        metavar="SECONDS",
+        default=str(DEFAULT_MAX_SKEW),
+        help=f"cosignatures this far in the future do not count (default {DEFAULT_MAX_SKEW})",
+    )
+    t.add_argument("--now", metavar="T", help="judge times at T, POSIX seconds (default: now)")
+    p.add_argument("--json", action="store_true", help="print the JSON report")
+
+
+def _record_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--record-key", action="append", default=[], metavar="VKEY", help="a trusted record key"
+    )
+    p.add_argument(
+        "--require-record-signatures",
+        action="store_true",
+        help="every record must carry a verified signature",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``tlog-verify``."""
+    parser = _ArgumentParser(
+        prog="tlog-verify",
+        description="Verify, offline, exports, tlog-proofs and checkpoints against a policy.",
+        epilog=_EPILOG_MAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    p = _add_parser(verbs, "export", "verify a journal export", _EPILOG_EXPORT, _cmd_export)
+    p.add_argument("file", metavar="FILE", help="the export (- for standard input)")
+    _trust_args(p)
+    _record_args(p)
+    p.add_argument("--since", metavar="CHECKPOINT", help="a checkpoint of this log kept before")
+    p.add_argument(
+        "--quorum-scope",
+        choices=("all", "last"),
+        default="all",
+        help="which checkpoints must meet the quorum (default: all)",
+    )
+    p.add_argument("--jobs", metavar="N", help="processes to use (default: the CPUs)")
+    p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
+
+    p = _add_parser(verbs, "proof", "verify a tlog-proof of one run", _EPILOG_PROOF, _cmd_proof)
+    p.add_argument("file", metavar="FILE", help="the tlog-proof file (- for standard input)")
+    _trust_args(p)
+    _record_args(p)
+    p.add_argument("--records", metavar="FILE", help="the run's records (tlog-store read --json)")
+    p.add_argument("--head", metavar="HASH", help="the run head you expect (base64)")
+    p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
+
+    p = _add_parser(
+        verbs, "checkpoint", "verify a signed checkpoint", _EPILOG_CHECKPOINT, _cmd_checkpoint
+    )
+    p.add_argument("file", metavar="NOTE", help="the checkpoint note (- for standard input)")
+    _trust_args(p)
+    p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
+
+    p = _add_parser(
+        verbs,
+        "consistency",
+        "verify two checkpoints and the proof between them",
+        _EPILOG_CONSISTENCY,
+        _cmd_consistency,
+    )
+    p.add_argument("old", metavar="OLD", help="the older checkpoint note")
+    p.add_argument("new", metavar="NEW", help="the newer checkpoint note")
+    p.add_argument("--proof", metavar="FILE", help="the consistency proof (base64 lines)")
+    _trust_args(p)
+    p.add_argument("--origin", metavar="ORIGIN", help="the checkpoints must be of this origin")
+    return parser
+
+
+_PARSERS: list[argparse.ArgumentParser] = []
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (parse_args leaves it unchanged)."""
+    if not _PARSERS:
+        _PARSERS.append(build_parser())
+    return _PARSERS[0]
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def _error(verb: str | None, message: str) -> None:
+    prefix = f"tlog-verify: {verb}: " if verb else "tlog-verify: "
+    line = prefix + message.replace("\r", "\\r").replace("\n", "\\n") + "\n"
+    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
+    sys.stderr.flush()
+
+
+def _write(text: str) -> None:
+    sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+def _unusable(verb: str, e: BaseException) -> Failure:
+    """The failure of an exception that escaped a verb: nothing was judged (status 2)."""
+    f = failure_from(e, None)
+    if f.status == EXIT_UNUSABLE:
+        return f
+    # A tlog error about an input the verb did not judge (a policy, a key): unusable.
+    return Failure("input", f.message, f.input, f.line, f.run, f.seq, f.checkpoint_size)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tlog-verify`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    The one place where exceptions become statuses: a verb returns its report (0 or 1);
+    UsageError, OSError and any other escaping exception give 2 with one line on standard
+    error (and, with ``--json``, a report whose failure says why). ``--help`` exits 0 through
+    SystemExit, as argparse does.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
+    try:
+        args = _parser().parse_args(args_list)
+    except _ArgumentError as e:
+        _error(verb, f"{e} (see 'tlog-verify {verb + ' ' if verb else ''}--help')")
+        return EXIT_UNUSABLE
+    verb = args.verb
+    want_json: bool = args.json
+    try:
+        try:
+            report: Report = args.func(args)
+        except KeyboardInterrupt:
+            _error(verb, "interrupted")
+            return 130
+        except Exception as e:
+            if isinstance(e, BrokenPipeError):
+                raise
+            report = Report(verb)
+            report.fail(_unusable(verb, e))
+        if report.failure is not None:
+            where = report.failure.location()
+            state = report.verdict.upper()
+            _error(verb, f"{state}: {where + ': ' if where else ''}{report.failure.message}")
+        if want_json:
+            _write(report.render_json())
+        elif report.status != EXIT_UNUSABLE:
+            _write(report.render_text())
+        return report.status
+    except BrokenPipeError:
+        # The reader went away (tlog-verify ... | head): nothing more to report.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_UNUSABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

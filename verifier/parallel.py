@@ -1,0 +1,960 @@
+"""An export verified on several processes, with exactly the verdict of the one-pass verifier.
+
+:func:`verify_export_parallel` checks an export file (``docs/export-format.md``) and returns the
+:class:`tlog.export.ExportSummary` that :func:`tlog.export.verify_export` returns for the same
+bytes. On an invalid file it raises what ``verify_export`` raises: the same exception class,
+the same message (``"line N: …"``) and the same attributes (``line``, ``run``, ``seq``,
+``name``, ``key_id``), for the first failure in ``verify_export``'s order, whatever the number
+of processes and however they are scheduled.
+
+How the work is split
+=====================
+
+1. **Prefix, in order.** :class:`tlog.export.ExportVerifier` itself reads the magic line, the
+   header (and the trusted-key arguments), every checkpoint (signatures verified) and the first
+   ``run`` line — and nothing more: it is left suspended there. A file with no run is verified
+   by it to the end. So every error up to the first run line is the one-pass verifier's own.
+2. **Chunks.** The rest of the file is cut into chunks of about ``chunk_bytes`` at line starts
+   ``run `` (the byte after an LF followed by ``run ``), found with ``mmap.find``; each chunk
+   is given its first byte offset, its first line number (the LFs before it are counted, a
+   block at a time) and whether it runs to the end of the file. A "``run ``" line inside a run
+   is not a run line: the worker of the chunk before it fails on it exactly as the one-pass
+   reader does ("announced N records, the export holds M"), and that failure comes first. A run
+   is never split, so the parallelism is over runs: one long run is one worker's.
+3. **Workers** (``jobs`` processes; the file is opened and memory-mapped in each, and read
+   :data:`_BLOCK` bytes at a time) verify their chunk run by run, re-implementing the one-pass
+   reader's run loop step by step — line reads with their length and truncation checks, the
+   one line of look-ahead after a record (its ``sig`` line, then the line after it), the run
+   line's own grammar, every record's hash spelling, body, run and seq, the chain link, the
+   record signature, the "run or end line after the last record" rule — in the same order,
+   raising the same errors (the helpers of :mod:`tlog.export` are called where they exist). A
+   worker stops at its first failure, at the first line of the next chunk, or at a line that
+   is not a ``run`` line where a run line is due (the ``end`` line, or a bad line). It
+   returns, per run, (line, run ID, count, sealed position, leaf hash of the head, line of the
+   last record), the number of signed records, the run whose records it was in when it failed
+   (if any), and the failure (class, args and attributes, rebuilt identically in the
+   coordinator).
+4. **Coordinator, in order.** The results are consumed in file order
+   (``ProcessPoolExecutor.map``; a worker that dies raises ``BrokenProcessPool``). For each
+   run the coordinator makes the checks that need what came before — a sealed run's position
+   is the next one, no sealed run after an unsealed one, unsealed runs in ID order, no run ID
+   twice — at the point where the one-pass reader makes them (after the run line's own
+   grammar, before its records); after a sealed run's last record it appends the leaf to the
+   rebuilt log and checks each checkpoint whose size the log reaches (root, then the RFC 6962
+   consistency proof from the previous checkpoint), as the one-pass verifier does. The first
+   chunk that failed raises its failure after the coordinator's checks that precede it, so the
+   reported failure is the first in file order. At the stop line the coordinator does the
+   ``end`` line's checks (grammar, counts, the digest, nothing after it, no checkpoint larger
+   than the log) and builds the summary. On a failure the chunks not started are cancelled
+   and the call returns once the running ones finish (no worker outlives it).
+5. **Digest.** SHA-256 of every byte before the end line is computed by a thread of the
+   coordinator while the workers run (``hashlib`` releases the GIL), up to the start of the
+   file's last line; if the stop line is elsewhere (an invalid file), the digest of the bytes
+   before it is computed then.
+
+Speed. Workers take a fast path for each record that accepts exactly a subset of what the
+one-pass code accepts and falls back to that code — hence to its error — whenever it is unsure:
+the hash by one strict base64 round trip; the body by one C ``json`` scan (floats and NaN
+refused by hooks) and one re-encode by the C encoder (built once, not per call as
+``json.dumps`` does) compared with the bytes, after cheap conservative tests
+that rule out what :func:`tlog.journal.decode_body` would refuse and a re-encode would not
+notice (no run of 16 digits — so every integer is within ±(2^53−1) — and at most 64 ``{`` and
+``[`` bytes — so no value is nested deeper than 64 levels); a repeated key cannot pass, since
+the re-encode of the parsed object would be shorter than the bytes. A ``sig`` line whose
+(key name, key ID) is a declared record key is read by the same base64 round trip; the
+signature is checked by the same :class:`tlog.note.Verifier` as the one-pass verifier's.
+
+Memory: the coordinator keeps the one-pass verifier's state (a set entry per sealed run, the
+log's stored hashes) and the results of chunks not yet merged — each about 100 bytes per run —
+so it grows with the runs, never with the records; a worker holds one block (1 MiB) and its
+split lines, and the result of its chunk (per run, not per record).
+
+Processes. ``jobs == 1`` runs the same chunked code in the calling process. Otherwise the
+start method is ``fork`` when the calling process has a single thread (fast; the caller's main
+module is not imported again), else ``forkserver`` where available, else ``spawn`` — with
+those two the caller's main module is imported again in each worker and must be guarded by
+``if __name__ == "__main__":``.
+
+Progress: ``progress(done, total)`` is called with bytes: once after the prefix, then after
+each chunk is merged, and ``(size, size)`` at the end.
+
+This module depends on private helpers of :mod:`tlog.export` (``_check_header``,
+``_check_body``, ``_parse_sig_line``, ``_decimal``, ``_describe``, ``_keyword``, ``_text``) so
+that its messages are the one-pass verifier's by construction; the messages written inline in
+``tlog.export`` are copied here, and ``tests/test_verifier_parallel.py`` compares both
+verifiers on hundreds of mutated files to catch any drift.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import json
+import mmap
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, cast
+
+from tlog.errors import MalformedError, ProofError, UsageError
+from tlog.export import (
+    HASH_TEXT_SIZE,
+    MAX_LINE,
+    CheckpointItem,
+    EndItem,
+    ExportChainError,
+    ExportFormatError,
+    ExportHeader,
+    ExportProofError,
+    ExportSignatureError,
+    ExportSummary,
+    ExportVerificationError,
+    ExportVerifier,
+    HeaderItem,
+    RunItem,
+    _check_body,
+    _check_header,
+    _decimal,
+    _describe,
+    _keyword,
+    _parse_sig_line,
+    _text,
+)
+from tlog.journal import (
+    GENESIS,
+    MAX_RECORD_SIZE,
+    MAX_SEQ,
+    RECORD_SIGNATURE_CONTEXT,
+    check_case_id,
+    check_effect_key,
+    check_kind,
+    check_outcome,
+    check_run_id,
+)
+from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
+from tlog.merkle import verify_consistency as _verify_consistency
+from tlog.note import Verifier
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "verify_export_parallel"]
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+"""Largest default chunk; smaller files get smaller chunks (about 8 per process)."""
+
+MIN_CHUNK_BYTES = 256 << 10
+"""Smallest default chunk (an explicit ``chunk_bytes`` may be smaller, as tests do)."""
+
+_DIGEST_BLOCK = 4 << 20
+_BLOCK = 1 << 20
+"""Bytes a worker reads at a time (less than MAX_LINE, so a block's lines need no length
+check); a chunk's lines are never all held at once."""
+assert _BLOCK <= MAX_LINE
+_sha256 = hashlib.sha256
+_a2b = binascii.a2b_base64
+_b2a = binascii.b2a_base64
+
+
+# --- failures across processes --------------------------------------------------------------
+
+_Failure = tuple[type[BaseException], tuple[Any, ...], dict[str, Any]]
+"""An exception as class, ``args`` and attributes: picklable even when ``__init__`` is not
+``__init__(*args)`` (true of every export error), and rebuilt identically."""
+
+
+def _portable(e: BaseException) -> _Failure:
+    return type(e), e.args, dict(vars(e))
+
+
+def _rebuild(failure: _Failure) -> BaseException:
+    cls, args, attrs = failure
+    e = cls.__new__(cls, *args)
+    e.args = args
+    e.__dict__.update(attrs)
+    return e
+
+
+# --- the record fast paths ------------------------------------------------------------------
+
+
+def _refuse(text: str) -> Any:
+    raise ValueError(text)
+
+
+_DECODER = json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse)
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def _make_encode() -> Callable[[Any], str]:
+    # The C encoder that JSONEncoder.encode builds on every call, built once (markers=None: a
+    # parsed JSON value has no cycles); the same output as json.dumps(sort_keys=True,
+    # separators=(",", ":"), ensure_ascii=False, allow_nan=False). JSONEncoder.encode where the
+    # C accelerator is missing or differs.
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has the accelerator
+        return _ENCODER.encode
+    try:
+        c_encode = make(
+            None,
+            _ENCODER.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            True,
+            False,
+            False,
+        )
+        probe = {"b": [1, "é\n\u2028", None, True], "a": {"y": -7, "x": ""}}
+        same = "".join(c_encode(probe, 0)) == _ENCODER.encode(probe)
+    except Exception:  # pragma: no cover - another json implementation
+        same = False
+    if not same:  # pragma: no cover
+        return _ENCODER.encode
+
+    def encode(value: Any) -> str:
+        return "".join(c_encode(value, 0))
+
+    return encode
+
+
+_encode = _make_encode()
+_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
+_SIXTEEN_DIGITS = b"0" * 16
+_FIELDS = frozenset({"v", "run", "seq", "epoch", "kind", "case", "effect_key", "data"})
+
+
+def _body_ok(raw: bytes, run: str, seq: int) -> bool:
+    """True only when :func:`tlog.export._check_body` would accept ``raw`` for (run, seq).
+
+    False means "not sure": the caller then runs ``_check_body`` for its verdict and message.
+    Requires: ``run`` is a valid run ID and 1 <= seq <= MAX_SEQ.
+
+    Why True implies acceptance (see :func:`tlog.journal.decode_body`): the text is UTF-8 and
+    JSON (same scanner); floats and NaN/Infinity were refused by the hooks; no key repeats,
+    since the re-encode of the parsed object equals the bytes; every integer literal has at most
+    15 digits, so |n| <= 2^53-1; at most 64 ``{``/``[`` bytes, so no value of ``data`` is
+    deeper than 64 levels; the fields, their types and spellings are checked as ``Body.encode``
+    checks them; and the canonical encoding (the one ``Body.encode`` uses, of the same keys and
+    values) is the bytes.
+    """
+    try:
+        if (
+            len(raw) > MAX_RECORD_SIZE
+            or raw.count(b"{") + raw.count(b"[") > 64
+            or _SIXTEEN_DIGITS in raw.translate(_DIGITS)
+        ):
+            return False
+        text = raw.decode("utf-8")
+        obj, end = _SCAN(text, 0)
+        if end != len(text) or type(obj) is not dict or not obj.keys() <= _FIELDS:
+            return False
+        v, s, epoch, kind = obj.get("v"), obj.get("seq"), obj.get("epoch"), obj.get("kind")
+        if type(v) is not int or v != 1 or type(s) is not int or s != seq:
+            return False
+        if obj.get("run") != run or type(epoch) is not int or not 1 <= epoch <= MAX_SEQ:
+            return False
+        if type(kind) is not str:
+            return False
+        check_kind(kind)
+        if "case" in obj:
+            case = obj["case"]
+            if type(case) is not str:
+                return False
+            check_case_id(case)
+        if "effect_key" in obj:
+            key = obj["effect_key"]
+            if type(key) is not str:
+                return False
+            check_effect_key(key)
+        return _encode(obj).encode("utf-8") == raw
+    except Exception:
+        return False
+
+
+def _hash_of(text: bytes) -> bytes | None:
+    """The 32 bytes of a canonical base64 hash, or None when not sure (then: parse_hash)."""
+    try:
+        h = _a2b(text, strict_mode=True)
+    except binascii.Error:
+        return None
+    return h if len(h) == 32 and _b2a(h, newline=False) == text else None
+
+
+# --- reading lines of a chunk ---------------------------------------------------------------
+
+
+class _Reader:
+    """The one-pass reader's lines (``tlog.export._Lines``) from ``start`` of a mapped file.
+
+    Lines before ``end`` are read in blocks of at most :data:`_BLOCK` bytes, each cut after its
+    last LF and split; a line longer than a block, and every line at or after ``end`` (only the
+    look-ahead at the end of a chunk, or a run that overruns it — a failure), is read alone from
+    the map. Line numbers, the length limit and the truncation check are the one-pass reader's.
+    One line of push-back.
+    """
+
+    def __init__(self, mm: mmap.mmap, size: int, start: int, end: int, lineno: int) -> None:
+        self.mm = mm
+        self.size = size
+        self.end = end
+        self.pos = start  # the offset of the first byte not yet split into lines
+        self.lines: list[bytes] = []
+        self.i = 0  # the next index into lines
+        self.block_start = start  # the offset of lines[0]
+        self.block_line = lineno + 1  # the number of lines[0]
+        self.lineno = lineno  # the number of the last line read
+        self.single: tuple[int, int] = (0, 0)  # (number, offset) of the last line read alone
+        self.back: tuple[int, bytes] | None = None
+
+    def next(self) -> tuple[int, bytes] | None:
+        back = self.back
+        if back is not None:
+            self.back = None
+            return back
+        i = self.i
+        if i < len(self.lines):
+            self.i = i + 1
+            self.lineno += 1
+            return self.lineno, self.lines[i]
+        return self._fill()
+
+    def _fill(self) -> tuple[int, bytes] | None:
+        off = self.pos
+        self.lines = []
+        self.i = 0
+        if off < self.end:
+            buf = self.mm[off : min(off + _BLOCK, self.end)]
+            cut = buf.rfind(b"\n")
+            if cut >= 0:
+                # Lines of a block are shorter than _BLOCK <= MAX_LINE: no length check.
+                self.lines = buf[:cut].split(b"\n")
+                self.block_start, self.block_line = off, self.lineno + 1
+                self.pos = off + cut + 1
+                self.i = 1
+                self.lineno += 1
+                return self.lineno, self.lines[0]
+        if off >= self.size:
+            return None
+        self.lineno += 1
+        lf = self.mm.find(b"\n", off, min(off + MAX_LINE + 1, self.size))
+        if lf < 0:
+            if self.size - off > MAX_LINE:
+                raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
+            raise ExportFormatError(self.lineno, "the export is truncated (last line has no LF)")
+        if lf - off > MAX_LINE:  # pragma: no cover - the find is bounded to MAX_LINE + 1 bytes
+            raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
+        self.single = (self.lineno, off)
+        self.pos = lf + 1
+        return self.lineno, self.mm[off:lf]
+
+    def at_chunk_end(self) -> bool:
+        """True when the next line to read starts at or after the chunk's end."""
+        if self.back is not None:
+            return self.back[0] == self.single[0] and self.single[1] >= self.end
+        return self.i >= len(self.lines) and self.pos >= self.end
+
+    def offset_of_last(self) -> int:
+        """The byte offset of the last line read."""
+        if self.lineno == self.single[0]:
+            return self.single[1]
+        k = self.lineno - self.block_line
+        return self.block_start + sum(len(data) for data in self.lines[:k]) + k
+
+
+# --- the worker -----------------------------------------------------------------------------
+
+_Run = tuple[int, str, int, int, bytes | None, int]
+"""A verified run: (run line, run ID, count, sealed position or -1, leaf or None, last line)."""
+
+
+@dataclass
+class _ChunkResult:
+    """What a worker found in one chunk (see the module docstring, step 3)."""
+
+    runs: list[_Run] = field(default_factory=list)
+    signed: int = 0
+    partial: tuple[int, str, int] | None = None
+    """(line, run ID, sealed position or -1) of the run whose records held the failure."""
+    failure: _Failure | None = None
+    stop: tuple[int, int, bytes] | None = None
+    """(line, offset, bytes) of a line that is not a run line where a run line is due."""
+    end: int = 0
+    """The chunk's end offset (for progress)."""
+
+
+@dataclass
+class _Context:
+    """A process's view of the file and of the header's record keys."""
+
+    mm: mmap.mmap
+    size: int
+    record_keys: dict[tuple[str, int], Verifier]
+    fast_keys: dict[tuple[bytes, bytes], Verifier]
+    require_signatures: bool
+    keys: Any  # tlog.export._Keys, for _parse_sig_line
+
+    @classmethod
+    def open(cls, path: str, header: ExportHeader, require_signatures: bool) -> _Context:
+        keys = _check_header(header)
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        fast = {
+            (name.encode("utf-8"), b"%08x" % key_id): v
+            for (name, key_id), v in keys.record_keys.items()
+        }
+        return cls(mm, len(mm), keys.record_keys, fast, require_signatures, keys)
+
+
+_WORKER: _Context | None = None
+
+
+def _init_worker(path: str, header: ExportHeader, require_signatures: bool) -> None:
+    global _WORKER  # noqa: PLW0603 - one context per worker process
+    _WORKER = _Context.open(path, header, require_signatures)
+
+
+def _work(task: tuple[int, int, int, bool]) -> _ChunkResult:
+    assert _WORKER is not None, "the pool initializer sets the context"
+    return verify_chunk(_WORKER, *task)
+
+
+def verify_chunk(ctx: _Context, start: int, end: int, line: int, last: bool) -> _ChunkResult:
+    """Verify the runs from offset ``start`` (line ``line``, a run line) to ``end``.
+
+    Requires: ``start`` is a line start; ``end`` is a line start or the file size; ``last``
+    is True exactly when ``end`` is the file size. Never raises for the file's content: the
+    first failure is returned in the result.
+    """
+    result = _ChunkResult(end=end)
+    rd = _Reader(ctx.mm, ctx.size, start, end, line - 1)
+    try:
+        _runs(ctx, rd, result, last)
+    except Exception as e:
+        result.failure = _portable(e)
+    return result
+
+
+def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
+    """The one-pass reader's run loop and the verifier's record checks (tlog.export)."""
+    runs = result.runs
+    record_keys = ctx.fast_keys
+    require = ctx.require_signatures
+    sha = _sha256
+    while True:
+        if not last and rd.at_chunk_end():
+            return
+        got = rd.next()
+        if got is None:
+            raise ExportFormatError(
+                rd.lineno + 1, "the export is truncated: expected a run or end line"
+            )
+        n, data = got
+        rest = _keyword(data, b"run")
+        if rest is None:
+            result.stop = (n, rd.offset_of_last(), data)
+            return
+        # The run line's own grammar (tlog.export.read_export); the checks that depend on the
+        # runs before it are the coordinator's.
+        tokens = rest.split(b" ")
+        if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
+            raise ExportFormatError(
+                n,
+                "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
+            )
+        run = _text(tokens[0], n)
+        try:
+            check_run_id(run)
+        except MalformedError as e:
+            raise ExportFormatError(n, str(e)) from None
+        count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
+        pos = -1
+        if len(tokens) == 5:
+            pos = _decimal(tokens[3], n, f"log position of run {run}")
+            outcome = _text(tokens[4], n)
+            try:
+                check_outcome(outcome)
+            except MalformedError as e:
+                raise ExportFormatError(n, f"run {run}: {e}") from None
+        run_line = n
+        result.partial = (run_line, run, pos)
+
+        prev = GENESIS
+        seq = 0
+        while seq < count:
+            seq += 1
+            got = rd.next()
+            if got is None:
+                raise ExportFormatError(
+                    rd.lineno + 1,
+                    f"the export is truncated: expected record {seq} of run {run} "
+                    f"({count} announced)",
+                )
+            n, data = got
+            if data.startswith((b"run ", b"end ")):
+                raise ExportFormatError(
+                    n,
+                    f"run {run} (line {run_line}) announced {count} records, "
+                    f"the export holds {seq - 1}",
+                )
+            if len(data) < HASH_TEXT_SIZE + 2 or data[HASH_TEXT_SIZE] != 0x20:
+                raise ExportFormatError(
+                    n, f"expected record {seq} of run {run} ('<hash> <body>'): {_describe(data)}"
+                )
+            h = _hash_of(data[:HASH_TEXT_SIZE])
+            if h is None:
+                h = _slow_hash(data[:HASH_TEXT_SIZE], n, run, seq)
+            raw = data[HASH_TEXT_SIZE + 1 :]
+            if not _body_ok(raw, run, seq):
+                _check_body(raw, run, seq, n, run_line)
+            verifier: Verifier | None = None
+            sig = b""
+            nxt = rd.next()
+            if nxt is not None and nxt[1].startswith(b"sig "):
+                verifier, sig = _sig(ctx, record_keys, nxt, run, seq)
+                nxt = rd.next()
+            if nxt is not None:
+                rd.back = nxt
+                if seq == count and not nxt[1].startswith((b"run ", b"end ")):
+                    raise ExportFormatError(
+                        nxt[0],
+                        f"run {run} (line {run_line}) announced {count} records; expected a "
+                        f"run or end line after its last, found {_describe(nxt[1])}",
+                    )
+            # The one-pass verifier's checks of the record (tlog.export.ExportVerifier.items).
+            if sha(prev + raw).digest() != h:
+                raise ExportChainError(
+                    n, run, seq, "hash does not cover the body and the previous record's hash"
+                )
+            if verifier is not None:
+                result.signed += 1
+                if not verifier.verify(RECORD_SIGNATURE_CONTEXT + h, sig):
+                    raise ExportSignatureError(
+                        n + 1, verifier.name, verifier.key_id, f"run {run} record {seq}"
+                    )
+            elif require:
+                raise ExportVerificationError(n, f"run {run} record {seq} is not signed")
+            prev = h
+        result.partial = None
+        runs.append((run_line, run, count, pos, leaf_hash(prev) if pos >= 0 else None, n))
+
+
+def _slow_hash(text: bytes, line: int, run: str, seq: int) -> bytes:
+    from tlog.encoding import parse_hash  # noqa: PLC0415 - the rare path
+
+    try:
+        return parse_hash(text, f"hash of run {run} record {seq}")
+    except MalformedError as e:
+        raise ExportFormatError(line, str(e)) from None
+
+
+def _sig(
+    ctx: _Context,
+    fast_keys: dict[tuple[bytes, bytes], Verifier],
+    got: tuple[int, bytes],
+    run: str,
+    seq: int,
+) -> tuple[Verifier, bytes]:
+    """A ``sig`` line's verifier and signature (tlog.export._parse_sig_line's verdict)."""
+    tokens = got[1].split(b" ")
+    if len(tokens) == 4:
+        v = fast_keys.get((tokens[1], tokens[2]))
+        if v is not None:
+            try:
+                sig = _a2b(tokens[3], strict_mode=True)
+            except binascii.Error:
+                sig = b""
+            if len(sig) == 64 and _b2a(sig, newline=False) == tokens[3]:
+                return v, sig
+    s = _parse_sig_line(got[1], got[0], ctx.keys, f"run {run} record {seq}")
+    return ctx.record_keys[(s.name, s.key_id)], s.sig
+
+
+# --- the coordinator ------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    size: int
+    root: bytes
+    line: int
+
+
+class _Digest:
+    """SHA-256 of the file's first ``upto`` bytes, computed by a thread."""
+
+    def __init__(self, mm: mmap.mmap, upto: int) -> None:
+        self.upto = upto
+        self._mm = mm
+        self._stop = threading.Event()
+        self._digest: bytes | None = None
+        self._thread = threading.Thread(target=self._run, name="export-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._digest = self._hash(self.upto, self._stop)
+
+    def _hash(self, upto: int, stop: threading.Event | None = None) -> bytes | None:
+        h = _sha256()
+        with memoryview(self._mm) as view:
+            for at in range(0, upto, _DIGEST_BLOCK):
+                if stop is not None and stop.is_set():
+                    return None
+                h.update(view[at : min(at + _DIGEST_BLOCK, upto)])
+        return h.digest()
+
+    def before(self, offset: int) -> bytes:
+        """SHA-256 of the bytes before ``offset``."""
+        self._thread.join()
+        if offset == self.upto and self._digest is not None:
+            return self._digest
+        digest = self._hash(offset)
+        assert digest is not None
+        return digest
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class _Merge:
+    """The one-pass verifier's state after the first run line, advanced chunk by chunk."""
+
+    def __init__(self, header: ExportHeader, checkpoints: list[CheckpointItem]) -> None:
+        self.header = header
+        self.sizes = [(c.checkpoint.size, c.line) for c in checkpoints]
+        self.last_note = checkpoints[-1].note if checkpoints else None
+        keys = _check_header(header)
+        self.cosignatures = dict.fromkeys(header.witness_keys, 0)
+        for c in checkpoints:
+            for sig in c.signatures:
+                vkey = keys.note_keys[(sig.name, sig.key_id)][1]
+                if vkey in self.cosignatures:
+                    self.cosignatures[vkey] += 1
+        pending = [_Pending(c.checkpoint.size, c.checkpoint.root, c.line) for c in checkpoints]
+        # At the first run line the one-pass verifier checked a size-0 checkpoint (the first, if
+        # any) against the empty log.
+        self.reached: _Pending | None = None
+        if pending and pending[0].size == 0:
+            self.reached = pending.pop(0)
+        self.pending = pending
+        self.tree = MemoryHashStore()
+        self.consistency = 0
+        self.sealed_ids: set[str] = set()
+        self.position = 0
+        self.last_unsealed: str | None = None
+        self.runs = 0
+        self.records = 0
+        self.signed = 0
+
+    def run_line(self, n: int, run: str, pos: int) -> None:
+        """The run line's checks that depend on the runs before it (tlog.export.read_export)."""
+        if pos >= 0:
+            if self.last_unsealed is not None:
+                raise ExportFormatError(n, f"sealed run {run} follows an unsealed run")
+            if pos != self.position:
+                raise ExportFormatError(
+                    n,
+                    f"run {run} is sealed at position {pos}, the next position is {self.position}",
+                )
+            if run in self.sealed_ids:
+                raise ExportFormatError(n, f"run {run} appears twice")
+            self.sealed_ids.add(run)
+            self.position += 1
+        else:
+            if self.last_unsealed is not None and run <= self.last_unsealed:
+                raise ExportFormatError(
+                    n, f"unsealed run {run} does not follow {self.last_unsealed} in run ID order"
+                )
+            if run in self.sealed_ids:
+                raise ExportFormatError(n, f"run {run} appears twice (sealed and unsealed)")
+            self.last_unsealed = run
+        self.runs += 1
+
+    def add_leaf(self, leaf: bytes, at_line: int) -> None:
+        """A sealed run's head enters the log; check the checkpoints of the size it reaches."""
+        tree = self.tree
+        tree.append(leaf)
+        pending = self.pending
+        while pending and pending[0].size == tree.size:
+            cp = pending.pop(0)
+            if tree.root() != cp.root:
+                raise ExportProofError(
+                    cp.line,
+                    f"checkpoint of size {cp.size}: its root is not the root of the log "
+                    f"rebuilt from the sealed runs (size {cp.size} reached at line {at_line})",
+                )
+            reached = self.reached
+            if reached is not None and reached.size > 0:
+                proof = consistency_proof(reached.size, cp.size, tree)
+                try:
+                    _verify_consistency(reached.size, cp.size, reached.root, cp.root, proof)
+                except ProofError as e:  # pragma: no cover - both roots matched the tree
+                    raise ExportProofError(cp.line, str(e)) from None
+                self.consistency += 1
+            self.reached = cp
+
+    def chunk(self, result: _ChunkResult) -> None:
+        """Merge one chunk's result, in file order; raise its first failure at its place."""
+        for n, run, count, pos, leaf, last_line in result.runs:
+            self.run_line(n, run, pos)
+            self.records += count
+            if leaf is not None:
+                self.add_leaf(leaf, last_line)
+        if result.partial is not None:
+            self.run_line(*result.partial)
+        if result.failure is not None:
+            raise _rebuild(result.failure) from None
+        self.signed += result.signed
+
+    def end(self, n: int, offset: int, data: bytes, size: int, digest: _Digest) -> ExportSummary:
+        """The end line's checks (tlog.export.read_export) and the summary."""
+        rest = _keyword(data, b"end")
+        if rest is None:
+            expected = "a run or end line"
+            if not self.runs:  # pragma: no cover - the first run line was read in the prefix
+                expected = "a checkpoint, run or end line"
+            raise ExportFormatError(n, f"expected {expected}, found {_describe(data)}")
+        tokens = rest.split(b" ")
+        if len(tokens) != 5:
+            raise ExportFormatError(
+                n, "expected 'end <checkpoints> <runs> <records> <log size> <digest>'"
+            )
+        counted = {
+            "checkpoints": len(self.sizes),
+            "runs": self.runs,
+            "records": self.records,
+            "log size": self.position,
+        }
+        for token, (what, have) in zip(tokens, counted.items(), strict=False):
+            declared = _decimal(token, n, f"end {what}")
+            if declared != have:
+                raise ExportFormatError(
+                    n, f"the end line counts {declared} {what}, the export holds {have}"
+                )
+        try:
+            from tlog.encoding import parse_hash  # noqa: PLC0415
+
+            end_digest = parse_hash(tokens[4], "end digest")
+        except MalformedError as e:
+            raise ExportFormatError(n, str(e)) from None
+        if end_digest != digest.before(offset):
+            raise ExportVerificationError(
+                n,
+                "the digest does not match the bytes before the end line: the export was changed "
+                "(where no hash or signature could tell: a sealed run's outcome, or a removed "
+                "line)",
+            )
+        if offset + len(data) + 1 != size:
+            raise ExportFormatError(n + 1, "data after the end line")
+        for cp_size, line in self.sizes:
+            if cp_size > self.position:
+                raise ExportProofError(
+                    line,
+                    f"checkpoint of size {cp_size} is larger than the log "
+                    f"({self.position} sealed runs)",
+                )
+        assert not self.pending, "the sizes were checked against the log size"
+        return ExportSummary(
+            header=self.header,
+            checkpoints=len(self.sizes),
+            checkpoint_sizes=tuple(s for s, _ in self.sizes),
+            runs=self.runs,
+            sealed_runs=self.position,
+            records=self.records,
+            signed_records=self.signed,
+            log_size=self.tree.size,
+            log_root=self.tree.root(),
+            consistency_proofs=self.consistency,
+            cosignatures=self.cosignatures,
+            last_checkpoint=self.last_note,
+            digest=end_digest,
+        )
+
+
+def _chunks(
+    mm: mmap.mmap, size: int, start: int, line: int, chunk_bytes: int
+) -> Iterator[tuple[int, int, int, bool]]:
+    """(start, end, first line, is last) of each chunk, cut before ``run `` line starts."""
+    while True:
+        cut = mm.find(b"\nrun ", start + chunk_bytes - 1) if start + chunk_bytes < size else -1
+        if cut < 0:
+            yield start, size, line, True
+            return
+        end = cut + 1
+        yield start, end, line, False
+        for at in range(start, end, _BLOCK):
+            line += mm[at : min(at + _BLOCK, end)].count(b"\n")
+        start = end
+
+
+def _prefix(
+    stream: BinaryIO, verifier: ExportVerifier
+) -> tuple[ExportSummary | None, HeaderItem | None, list[CheckpointItem], RunItem | None]:
+    """Run the one-pass verifier up to and including the first run line (or to the end)."""
+    header: HeaderItem | None = None
+    checkpoints: list[CheckpointItem] = []
+    items = cast(Generator[Any, None, None], verifier.items(stream))
+    try:
+        for item in items:
+            if isinstance(item, HeaderItem):
+                header = item
+            elif isinstance(item, CheckpointItem):
+                checkpoints.append(item)
+            elif isinstance(item, RunItem):
+                return None, header, checkpoints, item
+            elif isinstance(item, EndItem):
+                for _ in items:  # pragma: no cover - nothing follows the end item
+                    pass
+                assert verifier.summary is not None
+                return verifier.summary, header, checkpoints, None
+    finally:
+        items.close()
+    raise AssertionError("ExportVerifier.items ends with an end item or raises")
+
+
+def _start_method(requested: str | None) -> str:
+    if requested is not None:
+        return requested
+    methods = multiprocessing.get_all_start_methods()
+    # fork: fast, and the caller's main module is not imported again; safe only while this
+    # process has a single thread (a forked lock held by another thread would never be
+    # released). Otherwise forkserver (the workers fork from a clean server that has imported
+    # this module), else spawn; both import the caller's main module again, which must then
+    # be guarded by ``if __name__ == "__main__":``.
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def verify_export_parallel(
+    path: str | os.PathLike[str],
+    *,
+    log_key: str | None = None,
+    record_keys: Iterable[str] | None = None,
+    require_record_signatures: bool = False,
+    jobs: int,
+    progress: Callable[[int, int], None] | None = None,
+    chunk_bytes: int | None = None,
+    start_method: str | None = None,
+) -> ExportSummary:
+    """Verify the export file at ``path`` on ``jobs`` processes; see the module docstring.
+
+    Returns exactly the :class:`~tlog.export.ExportSummary` of
+    :func:`tlog.export.verify_export` with the same options, and raises exactly its exception
+    (class, message, attributes) for the first failure in file order. ``jobs == 1`` runs the
+    same chunked code in this process (no pool). ``chunk_bytes`` overrides the chunk size
+    (default: the file size / (8 · jobs), within 256 KiB..8 MiB); ``start_method`` the
+    multiprocessing start method (default ``fork`` when this process has one thread,
+    else ``forkserver`` where available, else ``spawn``).
+    ``progress(done, total)`` receives byte counts.
+
+    Requires: ``path`` names a regular file that does not change while it is verified;
+    ``jobs >= 1``. Raises :class:`~tlog.errors.UsageError` for a bad ``jobs`` or
+    ``chunk_bytes`` (and, as ``verify_export`` does, for an unparsable trusted key), and
+    :class:`OSError` when the file cannot be read.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise UsageError(f"jobs must be a positive integer, not {jobs!r}")
+    if chunk_bytes is not None and (
+        isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1
+    ):
+        raise UsageError(f"chunk_bytes must be a positive integer, not {chunk_bytes!r}")
+    path = os.fspath(path)
+    verifier = ExportVerifier(log_key, record_keys, require_record_signatures)
+    with open(path, "rb") as f:
+        done, header_item, checkpoints, first_run = _prefix(f, verifier)
+        if done is not None:
+            if progress is not None:
+                size = os.fstat(f.fileno()).st_size
+                progress(size, size)
+            return done
+        assert header_item is not None and first_run is not None
+        after_run_line = f.tell()
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _verify_runs(
+            path,
+            mm,
+            header_item.header,
+            checkpoints,
+            first_run,
+            after_run_line,
+            require_record_signatures,
+            jobs,
+            progress,
+            chunk_bytes,
+            start_method,
+        )
+    finally:
+        mm.close()
+
+
+def _verify_runs(
+    path: str,
+    mm: mmap.mmap,
+    header: ExportHeader,
+    checkpoints: list[CheckpointItem],
+    first_run: RunItem,
+    after_run_line: int,
+    require_signatures: bool,
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+    chunk_bytes: int | None,
+    start_method: str | None,
+) -> ExportSummary:
+    size = len(mm)
+    start = mm.rfind(b"\n", 0, after_run_line - 1) + 1  # the first run line's offset
+    if chunk_bytes is None:
+        chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, size // (8 * jobs)))
+    merge = _Merge(header, checkpoints)
+    if progress is not None:
+        progress(start, size)
+    tasks = _chunks(mm, size, start, first_run.line, chunk_bytes)
+    executor: ProcessPoolExecutor | None = None
+    own: _Context | None = None
+    digest: _Digest | None = None
+    try:
+        results: Iterator[_ChunkResult]
+        if jobs == 1:
+            own = _Context.open(path, header, require_signatures)
+            results = (verify_chunk(own, *task) for task in tasks)
+        else:
+            mp = multiprocessing.get_context(_start_method(start_method))
+            if mp.get_start_method() == "forkserver":
+                cast(Any, mp).set_forkserver_preload([__name__])
+            executor = ProcessPoolExecutor(
+                jobs,
+                mp_context=mp,
+                initializer=_init_worker,
+                initargs=(path, header, require_signatures),
+            )
+            # Every chunk is submitted now (a few bytes each; the workers start on the first
+            # while the others are cut), and the results come back in file order. A worker
+            # that dies makes the iteration raise BrokenProcessPool instead of waiting forever.
+            results = executor.map(_work, tasks)
+        # Started after the workers: with fork, no thread of ours is forked.
+        digest = _Digest(mm, mm.rfind(b"\n", 0, max(size - 1, 0)) + 1)
+        for result in results:
+            merge.chunk(result)
+            if result.stop is not None:
+                summary = merge.end(*result.stop, size, digest)
+                if progress is not None:
+                    progress(size, size)
+                return summary
+            if progress is not None:
+                progress(result.end, size)
+        raise AssertionError("the last chunk ends with an end line or a failure")
+    finally:
+        if digest is not None:
+            digest.stop()
+        if executor is not None:
+            # On a failure the chunks not started are cancelled; those running finish (at most
+            # one chunk per worker), so that no process outlives the call.
+            executor.shutdown(wait=True, cancel_futures=True)
+        if own is not None:
+            own.mm.close()

@@ -1,0 +1,682 @@
+"""``tlog-verify proof``, ``checkpoint`` and ``consistency``: one run, one checkpoint, two.
+
+Each function reads its files, checks them against the auditor's :class:`tlog.policy.Policy`
+and returns a :class:`~verifier.report.Report` (status 0 valid, 1 invalid). An input the
+auditor supplies that cannot be used raises :class:`~tlog.errors.UsageError` (status 2), an
+unreadable file :class:`OSError` (status 2). The audited inputs (proof, records, checkpoints,
+consistency proof) are judged: malformed is invalid (status 1), as for an export.
+
+**proof** (:func:`verify_proof_file`): a C2SP tlog-proof@v1 file as ``tlog-store prove``
+writes it — its ``extra`` data is the run's head (32 bytes), and the leaf is
+``SHA-256(0x00 || head)`` (RFC 6962). In the spec's order: the file parses strictly
+(:meth:`tlog.proof.TlogProof.parse`); the head is known (from ``extra``, ``head=`` or the
+records — when several are given they must agree); with the run's records, their chain is
+verified from genesis to that head; the checkpoint's origin is the expected one (``origin=``,
+optional); a listed log signed it; every signature line of a policy key verifies (a bad one
+rejects the proof); the quorum is met under the time rules; the inclusion proof of the leaf at
+``index`` leads to the checkpoint's root. ``extra`` is not authenticated by itself: what makes
+the head trustworthy is the inclusion proof under a cosigned checkpoint.
+
+The records file is exactly what ``tlog-store read RUN --json`` prints: JSON Lines, one record
+per line, each line ending in LF, each line the object::
+
+    {"seq": S, "hash": "<b64>", "prev_hash": "<b64>", "raw": "<body>"[, "signature":
+     {"name": "<key name>", "key_id": "<8 lowercase hex>", "sig": "<b64, 64 bytes>"}]}
+
+with those members in that order, serialised as Python's ``json.dumps(obj,
+ensure_ascii=False)`` does (``", "`` and ``": "`` separators): a line is refused unless it is
+byte for byte that serialisation of its own values, so one records file has one spelling.
+Records start at seq 1 and are contiguous; ``prev_hash`` is GENESIS (32 zero bytes) for
+record 1 and the previous record's hash otherwise; ``hash = SHA-256(prev_hash || raw)``;
+``raw`` is a canonical record body (:mod:`tlog.journal`) naming one run and its own seq; the
+last record's hash must be the proof's head. With trusted record keys (``record_keys``) each
+signature of such a key must verify; a signature of another key is not counted, and with
+``require_record_signatures`` every record must carry a verified one.
+
+**checkpoint** (:func:`verify_checkpoint_file`): a signed checkpoint note under the policy
+(:meth:`tlog.policy.Policy.evaluate`): a listed log signed it, every line of a policy key
+verifies, the quorum is met under the time rules. Lines of other keys are ignored and listed.
+
+**consistency** (:func:`verify_consistency_files`): two checkpoints, each as above (the
+``max_age`` rule applies to the new one only: the old one is old by nature), of one origin,
+and the RFC 6962 consistency proof from the old size to the new one (a file of base64 hashes,
+one per line, each ending in LF, as ``tlog prove --old`` prints and tlog-witness requests
+carry; absent or empty means the empty proof). From size 0 no proof exists and none may be
+given; equal sizes need equal roots and the empty proof; an old size larger than the new one
+is a rollback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from tlog.checkpoint import Checkpoint
+from tlog.encoding import b64decode, b64encode, parse_hash
+from tlog.errors import (
+    InvalidSignatureError,
+    MalformedError,
+    ProofError,
+    UnverifiedNoteError,
+    UsageError,
+    VerificationError,
+)
+from tlog.journal import GENESIS, MAX_RECORD_SIZE, chain_hash, decode_body, parse_json
+from tlog.journal import record_signature_message as _signed_bytes
+from tlog.keys import format_vkey, parse_vkey
+from tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
+from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, Verifier, check_key_name, parse_note
+from tlog.policy import Policy, PolicyResult, TimePolicy
+from tlog.proof import MAX_PROOF_SIZE, TlogProof
+from verifier.report import (
+    Failure,
+    InputError,
+    LocatedError,
+    Report,
+    failure_from,
+)
+
+MAX_RECORDS_LINE = 8 * MAX_RECORD_SIZE
+"""Longest records-file line read: a body's JSON string escapes at most double its bytes."""
+
+MAX_CONSISTENCY_PROOF_SIZE = 64 * 45
+"""Largest consistency proof file: at most 64 base64 hashes of 44 characters and an LF."""
+
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+_RECORD_KEYS = ["seq", "hash", "prev_hash", "raw"]
+_SIGNATURE_KEYS = ["name", "key_id", "sig"]
+
+
+# --- input ---------------------------------------------------------------------------------
+
+
+def read_input(path: str, limit: int, what: str) -> bytes:
+    """Read a whole file (``-``: standard input); more than ``limit`` bytes is malformed.
+
+    Raises :class:`OSError` when it cannot be read, :class:`MalformedError` when too large.
+    """
+    if path == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+    else:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    if len(data) > limit:
+        raise MalformedError(f"{what} is larger than {limit} bytes")
+    return data
+
+
+def _note_line(note: bytes, first_line: int, name: str, key_id: int) -> int | None:
+    """The file line of the signature line of (name, key ID) in a note starting at
+    ``first_line``, or None."""
+    split = note.rfind(b"\n\n")
+    if split < 0:
+        return None
+    start = first_line + note[: split + 1].count(b"\n") + 1
+    prefix = f"— {name} ".encode()
+    for j, raw in enumerate(note[split + 2 :].split(b"\n")):
+        if raw.startswith(prefix):
+            try:
+                sig = b64decode(raw[len(prefix) :], "signature")
+            except MalformedError:
+                continue
+            if len(sig) >= 4 and int.from_bytes(sig[:4], "big") == key_id:
+                return start + j
+    return None
+
+
+# --- a checkpoint under a policy -----------------------------------------------------------
+
+
+def judge_note(
+    note: bytes,
+    policy: Policy,
+    time_policy: TimePolicy | None,
+    *,
+    first_line: int = 1,
+    origin: str | None = None,
+) -> PolicyResult:
+    """Evaluate a checkpoint note under ``policy``; raise unless the quorum is met.
+
+    ``first_line`` is the file line of the note's first line (for locations). Raises
+    :class:`~verifier.report.LocatedError` (kinds ``malformed``, ``unverified``,
+    ``signature``, ``policy``).
+    """
+    if not policy.logs:
+        raise UsageError("the policy lists no logs: give --log-vkey")
+    try:
+        text, _ = parse_note(note)
+        cp = Checkpoint.parse(text)
+    except MalformedError as e:
+        raise LocatedError("malformed", f"checkpoint: {e}", line=first_line) from None
+    except ProofError as e:
+        raise LocatedError("proof", f"checkpoint: {e}", line=first_line + 2) from None
+    if origin is not None and cp.origin != origin:
+        raise LocatedError(
+            "unverified",
+            f"the checkpoint is for origin {cp.origin!r}, not the expected {origin!r}",
+            line=first_line,
+            checkpoint_size=cp.size,
+        )
+    try:
+        result = policy.evaluate(note, time_policy)
+    except InvalidSignatureError as e:
+        raise LocatedError(
+            "signature",
+            f"the signature line of {e.name}+{e.key_id:08x}, a key of the policy, does not verify",
+            line=_note_line(note, first_line, e.name, e.key_id),
+            checkpoint_size=cp.size,
+        ) from None
+    except UnverifiedNoteError as e:
+        raise LocatedError("unverified", str(e), line=first_line, checkpoint_size=cp.size) from None
+    if not result.quorum_met:
+        raise LocatedError(
+            "policy", result.describe_failure(), line=first_line, checkpoint_size=cp.size
+        )
+    return result
+
+
+def _result_facts(result: PolicyResult) -> dict[str, Any]:
+    cp = result.checkpoint
+    return {
+        "origin": cp.origin,
+        "size": cp.size,
+        "root": b64encode(cp.root),
+        "log_keys": [log.vkey for log in result.logs],
+        "witnesses": [c.witness.name for c in result.cosignatures],
+        "ignored": [
+            {"witness": i.witness.name, "timestamp": i.timestamp, "reason": i.reason}
+            for i in result.ignored
+        ],
+        "unknown_signatures": [f"{s.name}+{s.key_id:08x}" for s in result.note.unverified],
+    }
+
+
+def _policy_checks(
+    report: Report,
+    result: PolicyResult,
+    policy: Policy,
+    time_policy: TimePolicy | None,
+    prefix: str = "",
+    what: str = "",
+) -> None:
+    of = f" of the {what} checkpoint" if what else ""
+    report.check(
+        f"{prefix}log-signature",
+        f"log signature{of} by a log of the policy",
+        len(result.logs),
+        "signature lines",
+    )
+    report.check(
+        f"{prefix}witness-quorum",
+        f"witness quorum '{policy.quorum}'{of} met",
+        len(result.cosignatures),
+        "cosignatures counted",
+    )
+    if time_policy is not None:
+        rules = [f"now {time_policy.now}"]
+        if time_policy.max_skew is not None:
+            rules.append(f"max-skew {time_policy.max_skew}s")
+        if time_policy.max_age is not None:
+            rules.append(f"max-age {time_policy.max_age}s")
+        report.check(
+            f"{prefix}time-rules",
+            f"cosignature time rules{of} ({', '.join(rules)})",
+            len(result.cosignatures) + len(result.ignored),
+            "cosignatures judged",
+        )
+
+
+# --- checkpoint ----------------------------------------------------------------------------
+
+
+def verify_checkpoint_file(
+    path: str,
+    *,
+    policy: Policy,
+    time_policy: TimePolicy | None = None,
+    origin: str | None = None,
+) -> Report:
+    """Verify one signed checkpoint note under ``policy`` (module docstring)."""
+    report = Report("checkpoint", {"checkpoint": path})
+    try:
+        note = read_input(path, MAX_NOTE_SIZE, "the checkpoint")
+        result = judge_note(note, policy, time_policy, origin=origin)
+    except (VerificationError, MalformedError) as e:
+        return report.fail(failure_from(e, "checkpoint"))
+    report.check("checkpoint-format", "signed checkpoint note format", 1, "notes")
+    _policy_checks(report, result, policy, time_policy)
+    report.facts.update(_result_facts(result))
+    if result.note.unverified:
+        report.note(
+            "signature lines from keys the policy does not list were ignored: "
+            + ", ".join(report.facts["unknown_signatures"])
+        )
+    return report
+
+
+# --- consistency ---------------------------------------------------------------------------
+
+
+def _proof_hashes(data: bytes) -> list[bytes]:
+    """A consistency proof file: base64 hashes, one per line, each ending in LF."""
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        lines = data.count(b"\n") + 1
+        raise MalformedError(f"line {lines}: the proof does not end in a newline")
+    hashes = []
+    for i, line in enumerate(data[:-1].split(b"\n"), 1):
+        try:
+            hashes.append(parse_hash(line, "proof hash"))
+        except MalformedError as e:
+            raise MalformedError(f"line {i}: {e}") from None
+    return hashes
+
+
+def verify_consistency_files(
+    old: str,
+    new: str,
+    *,
+    policy: Policy,
+    proof: str | None = None,
+    time_policy: TimePolicy | None = None,
+    origin: str | None = None,
+) -> Report:
+    """Verify two checkpoints and the consistency proof between them (module docstring)."""
+    inputs = {"old": old, "new": new}
+    if proof is not None:
+        inputs["consistency-proof"] = proof
+    report = Report("consistency", inputs)
+    history = (
+        None if time_policy is None else TimePolicy(time_policy.now, None, time_policy.max_skew)
+    )
+    results: dict[str, PolicyResult] = {}
+    for role, path, tp in (("old", old, history), ("new", new, time_policy)):
+        try:
+            note = read_input(path, MAX_NOTE_SIZE, f"the {role} checkpoint")
+            results[role] = judge_note(note, policy, tp, origin=origin)
+        except (VerificationError, MalformedError) as e:
+            return report.fail(failure_from(e, role))
+        report.check(f"{role}-checkpoint-format", f"{role} checkpoint note format", 1, "notes")
+        _policy_checks(report, results[role], policy, tp, f"{role}-", role)
+    a, b = results["old"].checkpoint, results["new"].checkpoint
+    report.facts["origin"] = b.origin
+    for role in ("old", "new"):
+        f = _result_facts(results[role])
+        report.facts[role] = {k: f[k] for k in ("size", "root", "witnesses", "ignored")}
+    try:
+        hashes = _proof_hashes(
+            b""
+            if proof is None
+            else read_input(proof, MAX_CONSISTENCY_PROOF_SIZE, "the consistency proof")
+        )
+    except MalformedError as e:
+        return report.fail(failure_from(e, "consistency-proof"))
+    report.facts["proof_hashes"] = len(hashes)
+    try:
+        _check_consistency(a, b, hashes)
+    except LocatedError as e:
+        return report.fail(failure_from(e, "consistency-proof" if hashes else None))
+    report.check(
+        "consistency",
+        f"consistency from size {a.size} to size {b.size} (RFC 9162 §2.1.4.2)",
+        len(hashes),
+        "proof hashes",
+    )
+    return report
+
+
+def _check_consistency(a: Checkpoint, b: Checkpoint, hashes: list[bytes]) -> None:
+    if a.origin != b.origin:
+        raise LocatedError(
+            "consistency", f"the checkpoints are of two logs: {a.origin!r} and {b.origin!r}"
+        )
+    if a.size > b.size:
+        raise LocatedError(
+            "consistency",
+            f"rollback: the old checkpoint has size {a.size}, the new one {b.size}",
+        )
+    if a.size == 0:
+        if hashes:
+            raise LocatedError(
+                "proof", "no consistency proof exists from size 0: the proof must be empty"
+            )
+        return
+    try:
+        verify_consistency(a.size, b.size, a.root, b.root, hashes)
+    except ProofError as e:
+        raise LocatedError(
+            "consistency",
+            f"{e}: the two checkpoints do not describe one append-only log (or the proof "
+            "is not theirs)",
+        ) from None
+
+
+# --- proof ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordsResult:
+    """What a records file established: its run, its records, and the head it ends at."""
+
+    run: str
+    records: int
+    head: bytes
+    signed: int
+    verified: int
+
+
+def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    number = 0
+    while True:
+        data = stream.readline(MAX_RECORDS_LINE + 1)
+        if not data:
+            return
+        number += 1
+        if not data.endswith(b"\n"):
+            if len(data) > MAX_RECORDS_LINE:
+                raise MalformedError(f"line {number}: longer than {MAX_RECORDS_LINE} bytes")
+            raise MalformedError(f"line {number}: the last line does not end in a newline")
+        yield number, data[:-1]
+
+
+def _record_line(line: bytes) -> dict[str, Any]:
+    """Parse one records line; it must be exactly the store's serialisation of itself."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedError(f"not valid UTF-8 (byte {e.start})") from None
+    obj = parse_json(text)
+    if not isinstance(obj, dict):
+        raise MalformedError("not a JSON object")
+    keys = list(obj)
+    if keys not in (_RECORD_KEYS, [*_RECORD_KEYS, "signature"]):
+        raise MalformedError(
+            f"members are {keys}, not {_RECORD_KEYS} and an optional 'signature' "
+            "(the form 'tlog-store read --json' prints)"
+        )
+    if "signature" in obj:
+        sig = obj["signature"]
+        if not isinstance(sig, dict) or list(sig) != _SIGNATURE_KEYS:
+            raise MalformedError(f"'signature' is not an object with members {_SIGNATURE_KEYS}")
+    try:
+        again = json.dumps(obj, ensure_ascii=False)
+    except (UnicodeError, ValueError):  # pragma: no cover - parse_json gave plain values
+        raise MalformedError("not serialisable") from None
+    if again != text:
+        raise MalformedError(
+            "not in the form 'tlog-store read --json' prints (spacing, escapes or numbers differ)"
+        )
+    return obj
+
+
+def verify_records(
+    stream: BinaryIO,
+    record_keys: Iterable[Verifier] | None,
+    require_signatures: bool,
+) -> RecordsResult:
+    """Verify a records file (module docstring) from genesis; return what it established.
+
+    Raises :class:`MalformedError` (``line N: …``) for the format, and
+    :class:`~verifier.report.LocatedError` (``chain``, ``signature``, ``verification``).
+    """
+    keys = {(v.name, v.key_id): v for v in record_keys or ()}
+    prev = GENESIS
+    run: str | None = None
+    count = signed = verified = 0
+    for number, line in _lines(stream):
+        try:
+            obj = _record_line(line)
+            seq = obj["seq"]
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                raise MalformedError("'seq' is not an integer")
+            for k in ("hash", "prev_hash", "raw"):
+                if not isinstance(obj[k], str):
+                    raise MalformedError(f"{k!r} is not a string")
+            h = parse_hash(obj["hash"], "'hash'")
+            prev_hash = parse_hash(obj["prev_hash"], "'prev_hash'")
+            try:
+                raw = obj["raw"].encode("utf-8")
+            except UnicodeEncodeError:
+                raise MalformedError("'raw' holds a lone surrogate") from None
+            try:
+                body = decode_body(raw)
+            except UnicodeError:
+                raise MalformedError("'raw' holds an escaped lone surrogate") from None
+            sig = obj.get("signature")
+            signature: tuple[str, int, bytes] | None = None
+            if sig is not None:
+                name, kid, b64 = sig["name"], sig["key_id"], sig["sig"]
+                if not (isinstance(name, str) and isinstance(kid, str) and isinstance(b64, str)):
+                    raise MalformedError("'signature' members are not strings")
+                check_key_name(name)
+                if not _HEX8.fullmatch(kid):
+                    raise MalformedError("'signature' key_id is not 8 lowercase hex digits")
+                raw_sig = b64decode(b64, "'signature' sig")
+                if len(raw_sig) != 64:
+                    raise MalformedError(f"'signature' sig is {len(raw_sig)} bytes, not 64")
+                signature = (name, int(kid, 16), raw_sig)
+        except MalformedError as e:
+            raise MalformedError(f"line {number}: {e}") from None
+        expected = count + 1
+        if run is None:
+            run = body.run
+
+        def fail(
+            kind: str, message: str, run: str = run, line: int = number, seq: int = seq
+        ) -> LocatedError:
+            return LocatedError(kind, message, line=line, run=run, seq=seq)
+
+        if seq != expected:
+            raise fail(
+                "chain",
+                f"record {seq} where record {expected} was expected (records start at 1, "
+                "with no gap)",
+            )
+        if body.run != run or body.seq != seq:
+            raise fail("chain", f"the body names run {body.run} record {body.seq}")
+        if prev_hash != prev:
+            raise fail(
+                "chain",
+                "prev_hash is not "
+                + ("GENESIS (32 zero bytes)" if seq == 1 else "the previous record's hash"),
+            )
+        if chain_hash(prev, raw) != h:
+            raise fail("chain", "hash does not cover the body and the previous hash")
+        ok = False
+        if signature is not None:
+            signed += 1
+            v = keys.get(signature[:2])
+            if v is not None:
+                if not v.verify(_signed_bytes(h), signature[2]):
+                    raise fail(
+                        "signature",
+                        f"record signature of {signature[0]}+{signature[1]:08x} does not verify",
+                    )
+                verified += 1
+                ok = True
+        if require_signatures and not ok:
+            raise fail("verification", "the record carries no signature of a trusted record key")
+        prev = h
+        count += 1
+    if run is None:
+        raise MalformedError("line 1: the records file holds no records")
+    return RecordsResult(run, count, prev, signed, verified)
+
+
+def _trusted_record_keys(record_keys: Iterable[str] | None) -> list[Verifier] | None:
+    if record_keys is None:
+        return None
+    out = []
+    for k in record_keys:
+        try:
+            v = parse_vkey(k)
+        except MalformedError as e:
+            raise InputError(f"record key {k[:60]!r}: {e}") from None
+        if v.key_type != TYPE_ED25519:
+            raise InputError(f"record key {format_vkey(v)} is not an Ed25519 (0x01) key")
+        out.append(v)
+    return out
+
+
+def verify_proof_file(
+    path: str,
+    *,
+    policy: Policy,
+    time_policy: TimePolicy | None = None,
+    records: str | None = None,
+    record_keys: Iterable[str] | None = None,
+    require_record_signatures: bool = False,
+    origin: str | None = None,
+    head: bytes | None = None,
+) -> Report:
+    """Verify a tlog-proof file as ``tlog-store prove`` writes it (module docstring).
+
+    ``records``: the path of the run's records (``tlog-store read RUN --json``); ``head``:
+    the run head the auditor expects (32 bytes). Requires: ``policy`` lists a log.
+    """
+    if not policy.logs:
+        raise UsageError("the policy lists no logs: give --log-vkey")
+    if head is not None and len(head) != 32:
+        raise UsageError("a run head is 32 bytes")
+    trusted = _trusted_record_keys(record_keys)
+    if require_record_signatures and not trusted:
+        raise UsageError("--require-record-signatures needs the trusted keys: --record-key")
+    inputs = {"proof": path}
+    if records is not None:
+        inputs["records"] = records
+    report = Report("proof", inputs)
+
+    try:
+        data = read_input(path, MAX_PROOF_SIZE, "the proof")
+        proof = TlogProof.parse(data)
+    except MalformedError as e:
+        return report.fail(failure_from(e, "proof"))
+    report.check("proof-format", "tlog-proof@v1 format", 1, "files")
+    note_line = data[: len(data) - len(proof.checkpoint)].count(b"\n") + 1
+
+    extra = proof.extra
+    if extra is not None and len(extra) != 32:
+        return report.fail(
+            Failure(
+                "malformed",
+                f"the extra data is {len(extra)} bytes, not a 32-byte run head (the form "
+                "tlog-store prove writes)",
+                "proof",
+                2,
+            )
+        )
+    if extra is not None and head is not None and extra != head:
+        return report.fail(
+            Failure(
+                "proof",
+                f"the proof is for head {b64encode(extra)}, not the expected head "
+                f"{b64encode(head)} (--head)",
+                "proof",
+                2,
+            )
+        )
+    run_head = extra if extra is not None else head
+    if records is not None:
+        try:
+            stream = sys.stdin.buffer if records == "-" else open(records, "rb")  # noqa: SIM115
+            try:
+                got = verify_records(stream, trusted, require_record_signatures)
+            finally:
+                if records != "-":
+                    stream.close()
+        except (MalformedError, VerificationError) as e:
+            return report.fail(failure_from(e, "records"))
+        report.check(
+            "records-chain",
+            f"the records of run {got.run} chain from genesis (hashes, links, run, seq)",
+            got.records,
+            "records",
+        )
+        if trusted is not None:
+            report.check(
+                "records-signatures",
+                "record signatures of trusted keys verify",
+                got.verified,
+                "signed records",
+            )
+        if run_head is not None and got.head != run_head:
+            return report.fail(
+                Failure(
+                    "chain",
+                    f"the records end at record {got.records} with hash {b64encode(got.head)},"
+                    f" which is not the proof's head {b64encode(run_head)}",
+                    "records",
+                    got.records,
+                    got.run,
+                    got.records,
+                )
+            )
+        run_head = got.head
+        report.facts.update({"run": got.run, "records": got.records, "signed_records": got.signed})
+        if got.signed > got.verified:
+            report.note(
+                f"{got.signed - got.verified} record signature(s) are from keys not given "
+                "with --record-key and were not checked"
+            )
+    if run_head is None:
+        raise InputError(
+            "the proof carries no head (no extra line): give the run's records (--records) "
+            "or its head (--head)"
+        )
+    if records is not None or head is not None:
+        report.check("head", "the proof's head is the run's", 1, "heads")
+
+    # The spec's steps 2-4: the origin, the log's signature and the cosignatures under the
+    # policy (a bad line of a policy key rejects), then the inclusion of the leaf.
+    leaf = leaf_hash(run_head)
+    try:
+        result = judge_note(
+            proof.checkpoint, policy, time_policy, first_line=note_line, origin=origin
+        )
+        cp = result.checkpoint
+        verify_inclusion(proof.index, cp.size, leaf, proof.hashes, cp.root)
+    except ProofError as e:
+        return report.fail(Failure("proof", f"inclusion proof: {e}", "proof", _index_line(proof)))
+    except VerificationError as e:
+        return report.fail(failure_from(e, "proof"))
+    _policy_checks(report, result, policy, time_policy)
+    report.check(
+        "inclusion",
+        f"inclusion of the run's leaf at index {proof.index} in the tree of size {cp.size}",
+        len(proof.hashes),
+        "proof hashes",
+    )
+    facts = _result_facts(result)
+    report.facts.update(
+        {
+            "origin": cp.origin,
+            "index": proof.index,
+            "size": cp.size,
+            "root": b64encode(cp.root),
+            "leaf": b64encode(leaf),
+            "head": b64encode(run_head),
+            "witnesses": facts["witnesses"],
+            "ignored": facts["ignored"],
+            "log_keys": facts["log_keys"],
+        }
+    )
+    if records is None:
+        report.note(
+            "without --records, the proof shows that the head is in the log, not which "
+            "records lead to it"
+        )
+    if result.note.unverified:
+        report.note(
+            "signature lines from keys the policy does not list were ignored: "
+            + ", ".join(facts["unknown_signatures"])
+        )
+    return report
+
+
+def _index_line(proof: TlogProof) -> int:
+    return 2 if proof.extra is None else 3
