@@ -164,6 +164,25 @@ def main() -> int:
         show("log", f"size {summary.log_size}, root {summary.log_root.hex()[:16]}…")
         export_path = Path(tmp) / "journal.export"
         export_path.write_bytes(blob)
+        policy_path = Path(tmp) / "policy.txt"
+        policy_path.write_bytes(policy.format())
+        print("   $ tlog-verify export journal.export --policy policy.txt")
+        report = subprocess.run(
+            [
+                _tool("tlog-verify"),
+                "export",
+                str(export_path),
+                "--policy",
+                str(policy_path),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        print("   " + report.stdout.replace("\n", "\n   ").rstrip())
+        failures += 0 if report.returncode == 0 else 1
         db2 = str(Path(tmp) / "restored.db")
         init_store(db=db2, origin=ORIGIN, key=key)
         with open_store(db=db2, key=key) as restored:
