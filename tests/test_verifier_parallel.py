@@ -481,6 +481,10 @@ def forged_variants() -> list[tuple[str, bytes]]:
     out.append(("over-long record", join([*lines[: run_lines[3] + 1], long_line, *lines[-1:]])))
     out.append(("over-long, no LF", join(lines[: run_lines[3] + 1]) + long_line))
     out.append(("over-long run line", join([*lines[: run_lines[3]], b"run " + long_line])))
+    longest = b"A" * MAX_LINE  # the longest line allowed: read, then refused as a record
+    out.append(("longest line, no LF", join(lines[: run_lines[3] + 1]) + longest))
+    out.append(("longest line", join([*lines[: run_lines[3] + 1], longest, *lines[-1:]])))
+    out.append(("longest + 1, no LF", join(lines[: run_lines[3] + 1]) + longest + b"A"))
     return [(label, m) for label, m in out if m != medium_export()]
 
 

@@ -78,7 +78,7 @@ those two the caller's main module is imported again in each worker and must be 
 Progress: ``progress(done, total)`` is called with bytes: once after the prefix, then after
 each chunk is merged, and ``(size, size)`` at the end.
 
-This module depends on private helpers of :mod:`tlog.export` (``_check_header``,
+This module depends on private helpers of :mod:`tlog.export` (``_Keys``, ``_check_header``,
 ``_check_body``, ``_parse_sig_line``, ``_decimal``, ``_describe``, ``_keyword``, ``_text``) so
 that its messages are the one-pass verifier's by construction; the messages written inline in
 ``tlog.export`` are copied here, and ``tests/test_verifier_parallel.py`` compares both
@@ -99,7 +99,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
-from tlog.errors import MalformedError, ProofError, UsageError
+from tlog.errors import MalformedError, ProofError, TlogError, UsageError
 from tlog.export import (
     HASH_TEXT_SIZE,
     MAX_LINE,
@@ -119,6 +119,7 @@ from tlog.export import (
     _check_header,
     _decimal,
     _describe,
+    _Keys,
     _keyword,
     _parse_sig_line,
     _text,
@@ -158,16 +159,21 @@ _b2a = binascii.b2a_base64
 
 # --- failures across processes --------------------------------------------------------------
 
-_Failure = tuple[type[BaseException], tuple[Any, ...], dict[str, Any]]
-"""An exception as class, ``args`` and attributes: picklable even when ``__init__`` is not
-``__init__(*args)`` (true of every export error), and rebuilt identically."""
+_Failure = tuple[type[BaseException], tuple[Any, ...], dict[str, Any]] | BaseException
+"""A failure as it crosses processes. A :class:`~tlog.errors.TlogError` travels as class,
+``args`` and attributes — the export errors' ``__init__`` is not ``__init__(*args)``, so they do
+not unpickle — and is rebuilt identically; any other exception travels as itself."""
 
 
 def _portable(e: BaseException) -> _Failure:
-    return type(e), e.args, dict(vars(e))
+    if isinstance(e, TlogError):
+        return type(e), e.args, dict(vars(e))
+    return e
 
 
 def _rebuild(failure: _Failure) -> BaseException:
+    if isinstance(failure, BaseException):
+        return failure
     cls, args, attrs = failure
     e = cls.__new__(cls, *args)
     e.args = args
@@ -396,7 +402,7 @@ class _Context:
     record_keys: dict[tuple[str, int], Verifier]
     fast_keys: dict[tuple[bytes, bytes], Verifier]
     require_signatures: bool
-    keys: Any  # tlog.export._Keys, for _parse_sig_line
+    keys: _Keys  # for _parse_sig_line
 
     @classmethod
     def open(cls, path: str, header: ExportHeader, require_signatures: bool) -> _Context:
