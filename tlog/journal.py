@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,11 +154,30 @@ def _check_json(value: Any, where: str, depth: int = 0) -> None:
     raise MalformedError(f"{where} holds a {type(value).__name__}, not a JSON value")
 
 
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+# json.dumps(**options) builds a JSONEncoder, and JSONEncoder.encode a C encoder, on every call;
+# build the C encoder once (markers=None: parsed JSON has no cycles). Same output.
+_C_ENCODE = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+)
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODE is None:  # pragma: no cover - CPython has the accelerator
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODE(value, 0))
+
+
 def _dumps(value: Any) -> bytes:
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
+        return _encode(value).encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (from "\\ud800" in JSON, or a str built in Python) has no UTF-8.
         raise MalformedError("JSON string holds a lone surrogate (not Unicode text)") from None
@@ -187,16 +206,16 @@ def _no_constant(text: str) -> Any:
     raise MalformedError(f"JSON constant {text} is not allowed")
 
 
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates, parse_float=_no_float, parse_constant=_no_constant
+)
+
+
 def parse_json(text: str) -> Any:
     """Parse JSON text that has one canonical spelling: no repeated keys, no floating-point
     numbers, no NaN or infinities (whitespace and key order are still free here)."""
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_float=_no_float,
-            parse_constant=_no_constant,
-        )
+        return _STRICT.decode(text)
     except json.JSONDecodeError as e:
         raise MalformedError(f"not JSON: {e.msg} at character {e.pos}") from None
     except RecursionError:
@@ -307,6 +326,55 @@ def decode_body(raw: bytes) -> Body:
     if body.encode() != raw:
         raise MalformedError("record body is not in canonical form")
     return body
+
+
+def _refuse(text: str) -> Any:
+    raise ValueError(text)
+
+
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(  # noqa: B009 - untyped in typeshed
+    json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse), "scan_once"
+)
+_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
+
+
+def body_names(raw: bytes, run: str, seq: int) -> bool:
+    """True only when ``decode_body(raw)`` succeeds with ``run`` and ``seq``; False when not
+    sure (then call :func:`decode_body` for the verdict and its message).
+
+    Requires: ``run`` is a valid run ID, 1 <= seq <= MAX_SEQ. Why True implies acceptance:
+    floats and NaN are refused by the hooks; no key repeats, since the re-encode of the parsed
+    object equals the bytes; no integer literal has 16 digits, so |n| <= 2^53-1; at most 64
+    ``{``/``[`` bytes, so nothing in ``data`` is deeper than 64 levels; the fields are checked
+    as :meth:`Body.encode` checks them; and the canonical encoding is the bytes.
+    """
+    try:
+        if (
+            len(raw) > MAX_RECORD_SIZE
+            or raw.count(b"{") + raw.count(b"[") > 64
+            or b"0000000000000000" in raw.translate(_DIGITS)
+        ):
+            return False
+        text = raw.decode("utf-8")
+        obj, end = _SCAN(text, 0)
+        if end != len(text) or type(obj) is not dict or not obj.keys() <= _FIELDS:
+            return False
+        v, s, epoch, kind = obj.get("v"), obj.get("seq"), obj.get("epoch"), obj.get("kind")
+        if type(v) is not int or v != 1 or type(s) is not int or s != seq:
+            return False
+        if obj.get("run") != run or type(epoch) is not int or not 1 <= epoch <= MAX_SEQ:
+            return False
+        if type(kind) is not str or not _KIND.fullmatch(kind):
+            return False
+        if "case" in obj and (type(obj["case"]) is not str or not _ID.fullmatch(obj["case"])):
+            return False
+        if "effect_key" in obj:
+            if type(obj["effect_key"]) is not str:
+                return False
+            check_effect_key(obj["effect_key"])
+        return _encode(obj).encode("utf-8") == raw
+    except Exception:  # any doubt: decode_body decides
+        return False
 
 
 def chain_hash(prev_hash: bytes, raw: bytes) -> bytes:
