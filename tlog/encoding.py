@@ -50,6 +50,16 @@ def b64decode(text: str | bytes, what: str) -> bytes:
     Refuses any character outside the alphabet (including CR, LF and spaces, which Go's decoder
     skips and Python's non-validating decoder drops), missing padding, and non-zero trailing bits.
     """
+    # Fast path: text that is exactly the canonical encoding of what it decodes to is
+    # canonical, however lenient the decoder was on the way. Anything else takes the slow
+    # path below, which names what is wrong.
+    try:
+        data = text if isinstance(text, bytes) else text.encode("ascii")
+        raw = binascii.a2b_base64(data)
+        if binascii.b2a_base64(raw, newline=False) == data:
+            return raw
+    except (UnicodeEncodeError, binascii.Error):
+        pass
     if isinstance(text, bytes):
         try:
             text = text.decode("ascii")

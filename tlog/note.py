@@ -76,9 +76,17 @@ _WHITE_SPACE = frozenset(
 
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f]")
 
+# Anything check_key_name refuses in a non-empty name: '+', white space, control characters
+# and lone surrogates (not encodable as UTF-8). A fast path; the slow one names the reason.
+_BAD_NAME_CHAR = re.compile(
+    "[+\x00-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ud800-\udfff]"
+)
+
 
 def check_key_name(name: str) -> None:
     """Raise :class:`MalformedError` unless ``name`` is a valid signed-note key name."""
+    if name and _BAD_NAME_CHAR.search(name) is None:
+        return
     if not name:
         raise MalformedError("key name is empty")
     try:
