@@ -74,6 +74,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WITNESS = "example.com/w1"
 ORIGIN = "example.com/log"
 ENV_VARS = ("TLOG_WITNESS_DB", "TLOG_WITNESS_POSTGRES", "TLOG_WITNESS_CONFIG")
+CONFIG_TTL = 0.3
+"""--config-ttl of the served witness in the end-to-end test (seconds)."""
 VERBS = witness.cli._VERBS
 
 
@@ -295,7 +297,15 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         }
     ]
 
-    with serving("--config", config, "--listen", "127.0.0.1:0", stderr=tmp_path / "err") as srv:
+    with serving(
+        "--config",
+        config,
+        "--listen",
+        "127.0.0.1:0",
+        "--config-ttl",
+        str(CONFIG_TTL),
+        stderr=tmp_path / "err",
+    ) as srv:
         assert srv.vkeys == vkeys  # serve prints the same vkeys as init
         s = requests.Session()
         add = srv.url + "/add-checkpoint"
@@ -346,9 +356,11 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         assert (
             cli_ok("disable-log", ORIGIN, "--config", config) == f'disabled "{ORIGIN}"\n'.encode()
         )
+        time.sleep(CONFIG_TTL + 0.1)  # the server reads a log's configuration this often
         r = s.post(add, data=log.request(8), timeout=10)
         assert r.status_code == 404 and "disabled" in r.text
         cli_ok("enable-log", ORIGIN, "--config", config)
+        time.sleep(CONFIG_TTL + 0.1)
         r = s.post(add, data=log.request(8), timeout=10)
         assert r.status_code == 200
 
@@ -677,6 +689,10 @@ def test_add_log_add_key_disable_enable_list(db: str) -> None:
         (["serve", "--check", "--read-timeout", "0"], "> 0"),
         (["serve", "--check", "--read-timeout", "1e3"], "number of seconds"),
         (["serve", "--check", "--name", "a b"], "white space"),
+        (["serve", "--check", "--workers", "0"], "--workers must be from 1 to 256"),
+        (["serve", "--check", "--workers", "257"], "--workers must be from 1 to 256"),
+        (["serve", "--check", "--workers", "01"], "leading zero"),
+        (["serve", "--check", "--workers", "two"], "not a canonical decimal"),
         (["serve", "--check", "--bogus"], "unrecognized"),
         (["list-logs", "--db", "x", "--postgres", "y"], "not allowed"),
         (["list-logs", "--config", "/nonexistent/witness.toml"], "No such file"),
@@ -1153,8 +1169,8 @@ def test_every_setting_is_documented_and_in_the_starter_file() -> None:
     assert cfg.db == "/etc/w/witness.db" and cfg.postgres is None
     assert cfg.keys == ("/etc/w/witness.key",)
     assert cfg.submission_prefix == "" and cfg.max_body == MAX_REQUEST_SIZE
-    assert cfg.read_timeout == 10 and cfg.config_ttl == 5 and cfg.shutdown_timeout == 5
-    assert cfg.status_endpoints is True
+    assert cfg.read_timeout == 10 and cfg.config_ttl == 1 and cfg.shutdown_timeout == 5
+    assert cfg.status_endpoints is True and cfg.workers == 1
     pg = starter_config(WITNESS, keys=("/k", "m.key"), postgres="postgresql://u:p@h/d")
     cfg = parse_config(pg.encode(), where="w.toml", base_dir="/etc/w")
     assert cfg.postgres == "postgresql://u:p@h/d" and cfg.db is None
@@ -1208,6 +1224,11 @@ def test_starter_config_round_trips_any_name_and_path(name: str, path: str) -> N
         ("config_ttl = -1\n", ">= 0"),
         ("shutdown_timeout = inf\n", "finite"),
         ("status_endpoints = 1\n", "status_endpoints must be a boolean"),
+        ("workers = 0\n", "workers must be from 1 to 256"),
+        ("workers = 257\n", "workers must be from 1 to 256"),
+        ("workers = '2'\n", "workers must be an integer, not a string"),
+        ("workers = true\n", "workers must be an integer, not a boolean"),
+        ("workers = 2.0\n", "workers must be an integer, not a float"),
         ("submission_prefix = '/a/'\n", "trailing slash"),
         ("monitoring_prefix = 'a'\n", "monitoring_prefix"),
         ("name = 'a b'\n", "name: key name"),

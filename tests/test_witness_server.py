@@ -9,8 +9,10 @@ Covered: each status code and spec rule of tlog-witness add-checkpoint (specs.md
 sum.golang.org checkpoint (testdata/torchwood), the monitoring endpoint, sign-subtree with the
 draft-03 subtree consistency proof (every transparency-dev/merkle subtreeconsistency vector,
 testdata/transparency-dev-merkle), limits (413, 408, 429), the status page, /metrics, the
-JSON request log, and the compare-and-swap under concurrency: two conflicting forks raced
-through two server instances sharing one state, 100 times.
+JSON request log, the compare-and-swap under concurrency: two conflicting forks raced
+through two server instances sharing one state, 100 times; the group commit (batches, a
+refused swap, a failed batch), the per-process caches (configuration, stale stored state
+across two instances on one SQLite file or PostgreSQL schema) and the replay fast path.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from tlog.witnessproto import (
 from witness.errors import GENERIC_500_BODY, QuotaExceededError, UnknownLogError, reply_for
 from witness.open import open_state
 from witness.server import make_app
+from witness.sqlstate import BackendError
 from witness.state import Cosigned, Evidence, LogConfig, WitnessState
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
@@ -204,8 +207,12 @@ class Recorder(WitnessState):
     compare-and-swap and the append run under ``stats.lock``, shared by the recorders of one
     test, so the order is the commit order even across two handles of one SQLite file (the
     read-check-write race the server must survive stays unserialised). ``before_cas`` runs
-    first in ``compare_and_swap`` (tests stall or synchronise requests there); ``delay``
-    sleeps in ``latest`` and ``compare_and_swap`` to widen race windows.
+    first in ``compare_and_swap`` and for every pair of ``compare_and_swap_many`` (tests stall
+    or synchronise requests there); ``delay`` sleeps in ``latest`` and in each swap call to
+    widen race windows. ``compare_and_swap_many`` (the server's group commit) is forwarded to
+    the inner state's own, so a SQL state runs its one-transaction batch; ``batches`` lists
+    the origins of each such call, in call order, and ``before_many`` runs first in it;
+    ``reads`` counts ``latest`` calls.
     """
 
     def __init__(self, inner: WitnessState, stats: Stats | None = None, delay: float = 0) -> None:
@@ -213,6 +220,9 @@ class Recorder(WitnessState):
         self.stats = stats or Stats()
         self.delay = delay
         self.before_cas: Callable[[Cosigned | None, Cosigned], None] | None = None
+        self.before_many: Callable[[Sequence[tuple[Cosigned | None, Cosigned]]], None] | None = None
+        self.batches: list[list[str]] = []
+        self.reads = 0
 
     @property
     def history(self) -> list[tuple[str, int]]:
@@ -239,6 +249,8 @@ class Recorder(WitnessState):
     def latest(self, origin: str) -> Cosigned | None:
         if self.delay:
             time.sleep(self.delay)
+        with self.stats.lock:
+            self.reads += 1
         return self.inner.latest(origin)
 
     def compare_and_swap(self, expected: Cosigned | None, new: Cosigned) -> bool:
@@ -253,6 +265,27 @@ class Recorder(WitnessState):
             else:
                 self.stats.cas_failures += 1
         return ok
+
+    def compare_and_swap_many(
+        self, swaps: Sequence[tuple[Cosigned | None, Cosigned]]
+    ) -> list[bool]:
+        with self.stats.lock:
+            self.batches.append([new.origin for _, new in swaps])
+        if self.before_many is not None:
+            self.before_many(swaps)
+        if self.before_cas is not None:
+            for expected, new in swaps:
+                self.before_cas(expected, new)
+        if self.delay:
+            time.sleep(self.delay)
+        with self.stats.lock:
+            oks = self.inner.compare_and_swap_many(swaps)
+            for (_, new), ok in zip(swaps, oks, strict=True):
+                if ok:
+                    self.stats.history.append((new.origin, new.size))
+                else:
+                    self.stats.cas_failures += 1
+        return oks
 
     def all_latest(self) -> list[Cosigned]:
         return self.inner.all_latest()
@@ -280,17 +313,26 @@ class Recorder(WitnessState):
 
 class Backend:
     """Where a test's state lives. ``open()`` gives a handle: for memory always the same
-    object; for SQLite a new connection to the same file (as another process would)."""
+    object; for SQLite (and PostgreSQL, given ``postgres``, a libpq string) a new connection
+    to the same database (as another process would)."""
 
-    def __init__(self, kind: str, directory: Path | None = None) -> None:
+    def __init__(
+        self, kind: str, directory: Path | None = None, postgres: str | None = None
+    ) -> None:
         self.kind = kind
         self.directory = directory
+        self.postgres = postgres
         self.memory = MemoryState()
         self.handles: list[WitnessState] = []
 
     def open(self) -> WitnessState:
         if self.kind == "memory":
             return self.memory
+        if self.kind == "postgres":
+            assert self.postgres is not None
+            handle = open_state(postgres=self.postgres)
+            self.handles.append(handle)
+            return handle
         assert self.directory is not None
         handle = open_state(db=str(self.directory / "witness.db"))
         self.handles.append(handle)
@@ -1106,6 +1148,414 @@ def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
             state.close()
 
 
+# --- group commit, per-process caches, the replay fast path ------------------------------------
+
+
+Swaps = Sequence[tuple[Cosigned | None, Cosigned]]
+
+
+def hold_first_batch(state: Recorder, reads: int) -> Callable[[Swaps], None]:
+    """A ``before_many`` hook: the first group commit waits (at most 10 s) until ``reads``
+    more reads of the stored state happened (every request has read its log and is about to
+    queue its swap), then 0.2 s more, so that the requests behind it queue for one batch."""
+    start = state.reads
+
+    def hold(swaps: Swaps) -> None:
+        if len(state.batches) == 1:
+            deadline = time.monotonic() + 10
+            while state.reads - start < reads and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(0.2)
+
+    return hold
+
+
+async def leader_then_rest(
+    env: Env, bodies: Sequence[bytes], then: Callable[[Swaps], None] | None = None
+) -> list[Resp]:
+    """POST ``bodies[0]`` and, once its swap is held in the first group commit, the rest
+    together (they queue behind it: the second batch). ``then`` runs in every batch call
+    after the hold. Answers in the order of ``bodies``."""
+    hold = hold_first_batch(env.state, len(bodies))
+
+    def hook(swaps: Swaps) -> None:
+        hold(swaps)
+        if then is not None:
+            then(swaps)
+
+    env.state.before_many = hook
+    first = asyncio.create_task(env.post(bodies[0]))
+    for _ in range(1000):
+        if env.state.batches:
+            break
+        await asyncio.sleep(0.005)
+    assert env.state.batches, "the leader never reached its compare-and-swap"
+    rest = await asyncio.gather(*(env.post(b) for b in bodies[1:]))
+    return [await first, *rest]
+
+
+def group_logs(env: Env, n: int) -> list[Log]:
+    return [env.add(Log(f"example.com/group/{i}", seed=b"group %d" % i).grow(3)) for i in range(n)]
+
+
+def test_group_commit_batches_concurrent_requests(backend: Backend) -> None:
+    """8 concurrent first checkpoints of 8 logs: their swaps are made durable in fewer
+    state calls than requests (a batch of several), each request once, and every answer is a
+    valid cosignature of its own checkpoint, stored as such."""
+    n = 8
+
+    async def t(env: Env) -> None:
+        logs = group_logs(env, n)
+        rs = await leader_then_rest(env, [log.request(0, 3) for log in logs])
+        for log, r in zip(logs, rs, strict=True):
+            assert r.status == 200, (log.origin, r.body)
+            check_cosignatures(env, r.body, log.text(3))
+            stored = env.state.latest(log.origin)
+            assert stored is not None and (stored.size, stored.root) == (3, log.tree.root(3))
+            assert stored.note == log.note(3) + r.body  # the log's line, then ours
+        batches = env.state.batches
+        assert sorted(o for b in batches for o in b) == sorted(log.origin for log in logs)
+        assert batches[0] == [logs[0].origin]
+        assert len(batches) < n and max(len(b) for b in batches) > 1, batches
+        assert sorted(env.state.history) == sorted((log.origin, 3) for log in logs)
+
+    run(t, mldsa=True, backend=backend)
+
+
+def test_group_commit_precondition_failure_fails_only_its_request(backend: Backend) -> None:
+    """One swap of a batch breaks a precondition (UsageError: the batch is refused whole and
+    writes nothing): the server retries the swaps one by one, so only that request fails
+    (500), and every other request of the batch is cosigned and stored."""
+    n = 6
+
+    async def t(env: Env) -> None:
+        logs = group_logs(env, n)
+        marked = logs[3].origin
+
+        def refuse(expected: Cosigned | None, new: Cosigned) -> None:
+            if new.origin == marked:
+                raise UsageError(f"log {marked}: a precondition fails")
+
+        env.state.before_cas = refuse
+        rs = await leader_then_rest(env, [log.request(0, 3) for log in logs])
+        for log, r in zip(logs, rs, strict=True):
+            if log.origin == marked:
+                assert (r.status, r.body) == (500, GENERIC_500_BODY)
+                assert env.state.latest(marked) is None
+            else:
+                assert r.status == 200, (log.origin, r.body)
+                check_cosignatures(env, r.body, log.text(3))
+                stored = env.state.latest(log.origin)
+                assert stored is not None and stored.note == log.note(3) + r.body
+        # The marked swap was refused inside a batch with others (not alone).
+        assert any(marked in b and len(b) > 1 for b in env.state.batches), env.state.batches
+        assert sorted(env.state.history) == sorted(
+            (x.origin, 3) for x in logs if x.origin != marked
+        )
+        # The fault gone, the same request goes through.
+        env.state.before_cas = None
+        r = await env.post(logs[3].request(0, 3))
+        assert r.status == 200, r.body
+        check_cosignatures(env, r.body, logs[3].text(3))
+
+    run(t, backend=backend)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("disk on fire"), BackendError("sqlite: disk I/O error"), MalformedError("x")],
+    ids=lambda e: type(e).__name__,
+)
+def test_group_commit_failed_batch_fails_every_request(backend: Backend, error: Exception) -> None:
+    """The batch call raises something other than a precondition failure: every request of
+    that batch gets a 500 with the generic body (no cosignature line), nothing of it is stored,
+    and the batch before it is unaffected. Retried later, the requests succeed."""
+    n = 5
+
+    async def t(env: Env) -> None:
+        logs = group_logs(env, n)
+
+        def fail_second(swaps: Swaps) -> None:
+            if len(env.state.batches) == 2:
+                raise error
+
+        rs = await leader_then_rest(env, [log.request(0, 3) for log in logs], fail_second)
+        failed = {o for b in env.state.batches[1:2] for o in b}
+        assert len(failed) > 1, env.state.batches
+        for log, r in zip(logs, rs, strict=True):
+            if log.origin in failed:
+                assert (r.status, r.body) == (500, GENERIC_500_BODY), log.origin
+                assert "\u2014".encode() not in r.body
+                assert env.state.latest(log.origin) is None
+            else:
+                assert r.status == 200, (log.origin, r.body)
+                check_cosignatures(env, r.body, log.text(3))
+        env.state.before_many = None
+        for log in logs:
+            if log.origin in failed:
+                r = await env.post(log.request(0, 3))
+                assert r.status == 200, r.body
+                stored = env.state.latest(log.origin)
+                assert stored is not None and stored.note == log.note(3) + r.body
+
+    run(t, backend=backend)
+
+
+class MiscountingState(MemoryState):
+    """A broken backend: its batch call lands nothing and returns no verdict at all."""
+
+    broken = True
+
+    def compare_and_swap_many(
+        self, swaps: Sequence[tuple[Cosigned | None, Cosigned]]
+    ) -> list[bool]:
+        return [] if self.broken else super().compare_and_swap_many(swaps)
+
+
+def test_group_commit_with_a_miscounting_state_answers_500_and_recovers() -> None:
+    """A state that returns fewer verdicts than swaps must not leave a request (and with it
+    its log's lock) waiting forever: the request gets a 500, and the log is usable again."""
+    inner = MiscountingState()
+
+    async def t(env: Env) -> None:
+        log = env.add(Log().grow(4))
+        r = await asyncio.wait_for(env.post(log.request(0, 2)), 10)
+        assert (r.status, r.body) == (500, GENERIC_500_BODY)
+        assert env.state.latest(ORIGIN) is None
+        inner.broken = False
+        r = await asyncio.wait_for(env.post(log.request(0, 2)), 10)
+        assert r.status == 200, r.body
+        check_cosignatures(env, r.body, log.text(2))
+
+    run(t, inner=inner)
+
+
+def test_swap_that_raised_after_landing_drops_the_cached_state(backend: Backend) -> None:
+    """A swap call that raises may have landed (a COMMIT without a verdict): the server must
+    forget what it cached, so the next request is decided on what is stored. Here the write
+    of size 4 lands and the call fails; a replay of size 2 in the same second (which the
+    cached size 2 would answer from its stored cosignatures) is a 409 naming 4."""
+
+    async def t(env: Env) -> None:
+        log = env.add(Log().grow(8))
+        assert (await env.post(log.request(0, 2))).status == 200
+
+        def land_then_fail(swaps: Swaps) -> None:
+            assert env.state.inner.compare_and_swap_many(swaps) == [True]
+            raise BackendError("COMMIT failed without a verdict")
+
+        env.state.before_many = land_then_fail
+        r = await env.post(log.request(2, 4))
+        assert (r.status, r.body) == (500, GENERIC_500_BODY)
+        env.state.before_many = None
+        stored = env.state.latest(ORIGIN)
+        assert stored is not None and stored.size == 4  # it did land
+        r = await env.post(log.request(2, 2))
+        assert (r.status, r.body) == (409, b"4\n")
+        r = await env.post(log.request(4, 8))
+        assert r.status == 200, r.body
+
+    run(t, backend=backend)
+
+
+def served_cosignatures(body: bytes) -> list[Signature]:
+    _, sigs = parse_note(body)
+    return [s for s in sigs if s.name == WITNESS]
+
+
+def test_replay_fast_path(backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    """The stored checkpoint re-submitted in the second of its cosignatures is answered with
+    the stored cosignature lines, without signing or writing; a second later it is signed
+    anew and stored; other extension lines are another text, signed and stored."""
+    caplog.set_level(logging.INFO, logger="witness.server")
+    path = monitoring_path("", ORIGIN)
+
+    async def t(env: Env) -> None:
+        log = env.add(Log().grow(5))
+        assert (await env.post(log.request(0, 3))).status == 200
+        env.clock.now += 1
+        advance = await env.post(log.request(3, 5))
+        assert advance.status == 200
+        calls, history = len(env.state.batches), list(env.state.history)
+        served = await env.get(path)
+        # Same second (the clock is fixed): the stored lines, exactly, and no swap.
+        for _ in range(3):
+            r = await env.post(log.request(5, 5))
+            assert r.status == 200, r.body
+            assert r.body == advance.body
+            assert b"".join(s.line() for s in served_cosignatures(served.body)) == r.body
+        assert (len(env.state.batches), env.state.history) == (calls, history)
+        assert (await env.get(path)).body == served.body
+        # The clock moves one second: signed anew at the new time, stored and served.
+        env.clock.now += 1
+        r = await env.post(log.request(5, 5))
+        assert r.status == 200, r.body
+        sigs = check_cosignatures(env, r.body, log.text(5))
+        assert {timestamp_of(s) for s in sigs} == {T0 + 2}
+        assert len(env.state.batches) == calls + 1
+        assert env.state.history == [*history, (ORIGIN, 5)]
+        now_served = await env.get(path)
+        assert now_served.body == log.note(5) + r.body
+        assert {timestamp_of(s) for s in served_cosignatures(now_served.body)} == {T0 + 2}
+        # Same second, other extension lines: another text, so signed and stored (slow path).
+        for extensions in [("ext: one",), ("ext: one", "ext: two"), ()]:
+            text = log.text(5, extensions)
+            r = await env.post(log.request(5, 5, note=log.note(5, extensions)))
+            assert r.status == 200, r.body
+            sigs = check_cosignatures(env, r.body, text)
+            assert {timestamp_of(s) for s in sigs} == {T0 + 2}  # never backwards
+            assert (await env.get(path)).body == log.note(5, extensions) + r.body
+        assert len(env.state.batches) == calls + 4
+        # ...and now that text, re-submitted in the same second, is a replay again.
+        again = await env.post(log.request(5, 5))
+        assert again.body == r.body and len(env.state.batches) == calls + 4
+
+    run(t, mldsa=True, backend=backend)
+    entries = [
+        json.loads(rec.getMessage())
+        for rec in caplog.records
+        if rec.name == "witness.server" and rec.getMessage().startswith("{")
+    ]
+    replays = [e for e in entries if e.get("replay")]
+    assert len(replays) == 4 and all(e["status"] == 200 for e in replays)
+    assert replays[0]["size"] == 5 and replays[0]["old"] == 5
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A database that two witness instances share: a SQLite file or a PostgreSQL schema."""
+    if request.param == "postgres":
+        schema = request.getfixturevalue("pg_schema")
+        b = Backend("postgres", postgres=schema.conninfo)
+    else:
+        b = Backend("sqlite", tmp_path)
+    yield b
+    b.close()
+
+
+def test_stale_cache_across_two_instances(shared_backend: Backend) -> None:
+    """Instance B cached size 2 (it cosigned it); instance A then moved the log to 4. B's
+    refusals are re-decided on a fresh read, its lost swap re-reads, nothing moves back."""
+
+    async def main() -> None:
+        clock = FakeClock()
+        stack, sa, sb, a, b = await two_servers(shared_backend, clock)
+        logs = {k: Log(f"stale.example/{k}", seed=k.encode()).grow(12) for k in "xyzp"}
+        for log in logs.values():
+            sa.add_log(log.origin, (log.vkey,))
+
+        async def post(c: Client, body: bytes) -> Resp:
+            return await fetch(c, "POST", "/add-checkpoint", body)
+
+        async with stack:
+            first: dict[str, bytes] = {}
+            for k, log in logs.items():
+                r = await post(b, log.request(0, 2))
+                assert r.status == 200, r.body
+                first[k] = r.body
+                assert (await post(a, log.request(2, 4))).status == 200
+            # x: old 4 refused on B's cached 2, re-decided on the stored 4: 200.
+            x = logs["x"]
+            r = await post(b, x.request(4, 6))
+            assert r.status == 200, r.body
+            check_cosignatures_of(r.body, x.text(6))
+            # y: old 2 passes B's cache, the swap is lost, B re-reads: 409 naming 4.
+            y = logs["y"]
+            failures = sb.stats.cas_failures
+            r = await post(b, y.request(2, 5))
+            assert (r.status, r.body) == (409, b"4\n")
+            assert sb.stats.cas_failures == failures + 1
+            r = await post(b, y.request(2, 5))  # now on the fresh read: no swap tried
+            assert (r.status, r.body) == (409, b"4\n")
+            assert sb.stats.cas_failures == failures + 1
+            # p: a bad proof from B's cached 2 is re-decided on the stored 4: a 409, and no
+            # evidence (it is not inconsistent with what is stored, only stale).
+            p = logs["p"]
+            proof = p.proof(2, 6)
+            proof[0] = leaf("bad", 0)
+            r = await post(b, p.request(2, 6, proof=proof))
+            assert (r.status, r.body) == (409, b"4\n")
+            assert sa.evidence(p.origin) == []
+            # z: the size-2 text replayed to B in the same second. What the code does: B's
+            # cache still says 2 with its cosignatures of this second, so B answers them
+            # (the very bytes it issued before), without a write; the state stays at 4.
+            z = logs["z"]
+            swaps = len(sb.batches)
+            r = await post(b, z.request(2, 2))
+            assert (r.status, r.body) == (200, first["z"])
+            assert len(sb.batches) == swaps
+            stored = sa.latest(z.origin)
+            assert stored is not None and stored.size == 4
+            # A second later it is no replay: the swap from the stale 2 is lost, 409 names 4.
+            clock.now += 1
+            r = await post(b, z.request(2, 2))
+            assert (r.status, r.body) == (409, b"4\n")
+            # Nothing ever moved back.
+            for log in logs.values():
+                sizes = [s for o, s in sa.history if o == log.origin]
+                assert sizes == sorted(sizes), (log.origin, sizes)
+                stored = sb.latest(log.origin)
+                assert stored is not None and stored.size >= 4
+                assert stored.root == log.tree.root(stored.size)
+
+    asyncio.run(main())
+
+
+def test_timestamps_never_go_back_across_two_instances(shared_backend: Backend) -> None:
+    """Module docstring, step 8: the cosignature timestamp is ``max(now, latest timestamp of
+    this witness's cosignatures on the stored note)``, never going backwards for an origin
+    even if the clock does. B cached the log at size 4 cosigned at T0; A re-stored size 4
+    with cosignatures of T0+10 (same size and root: B's compare-and-swap still matches); the
+    clock then steps back to T0+5. B's next cosignature must not be older than T0+10."""
+
+    async def main() -> None:
+        clock = FakeClock()
+        stack, sa, _, a, b = await two_servers(shared_backend, clock)
+        log = Log().grow(6)
+        sa.add_log(ORIGIN, (log.vkey,))
+        async with stack:
+            assert (await fetch(b, "POST", "/add-checkpoint", log.request(0, 4))).status == 200
+            clock.now = T0 + 10
+            r = await fetch(a, "POST", "/add-checkpoint", log.request(4, 4))
+            assert r.status == 200, r.body
+            assert {timestamp_of(s) for s in parse_cosignature_response(r.body)} == {T0 + 10}
+            clock.now = T0 + 5  # the clock goes back
+            r = await fetch(b, "POST", "/add-checkpoint", log.request(4, 6))
+            assert r.status == 200, r.body
+            [sig] = parse_cosignature_response(r.body)
+            assert timestamp_of(sig) >= T0 + 10
+            stored = sa.latest(ORIGIN)
+            assert stored is not None and stored.updated_at >= T0 + 10
+
+    asyncio.run(main())
+
+
+def check_cosignatures_of(body: bytes, text: bytes) -> None:
+    """A 200 body of a witness with the Ed25519 key only: one valid cosignature of ``text``."""
+    [sig] = parse_cosignature_response(body)
+    assert CosignatureV1Verifier(WITNESS, CosignatureV1Signer(WITNESS, ED_SEED).public_key).verify(
+        text, sig.sig
+    )
+
+
+def test_unknown_log_added_later_is_used_after_config_ttl(backend: Backend) -> None:
+    """The server caches "not configured" too; a log added while it runs is followed within
+    config_ttl seconds."""
+
+    async def t(env: Env) -> None:
+        log = Log().grow(3)
+        r = await env.post(log.request(0, 3))
+        assert (r.status, r.body) == (404, b"unknown log 'example.com/log'\n")
+        env.add(log)
+        assert (await env.post(log.request(0, 3))).status == 404  # cached as unknown
+        await asyncio.sleep(0.35)
+        r = await env.post(log.request(0, 3))
+        assert r.status == 200, r.body
+        check_cosignatures(env, r.body, log.text(3))
+
+    run(t, backend=backend, config_ttl=0.3)
+
+
 # --- §14 item 19: the proof line limit ----------------------------------------------------
 
 
@@ -1393,7 +1843,8 @@ def test_wrong_method_405_with_allow() -> None:
 
 def test_disabled_log_404(backend: Backend) -> None:
     """Decision: a disabled log is refused like an unknown one (404), with a body that says
-    it is disabled; its stored checkpoint stays on the monitoring endpoint."""
+    it is disabled; its stored checkpoint stays on the monitoring endpoint. (config_ttl=0:
+    the configuration is read on every request.)"""
 
     async def t(env: Env) -> None:
         log = env.add(Log().grow(4))
@@ -1405,7 +1856,27 @@ def test_disabled_log_404(backend: Backend) -> None:
         env.state.set_disabled(ORIGIN, False)
         assert (await env.post(log.request(2, 4))).status == 200
 
-    run(t, backend=backend)
+    run(t, backend=backend, config_ttl=0)
+
+
+def test_configuration_read_at_most_every_config_ttl(backend: Backend) -> None:
+    """A log's configuration is cached for config_ttl seconds: a log disabled (or a key added)
+    while the server runs takes effect within that time, and not before."""
+
+    async def t(env: Env) -> None:
+        log = env.add(Log().grow(6))
+        assert (await env.post(log.request(0, 2))).status == 200
+        env.state.set_disabled(ORIGIN, True)
+        assert (await env.post(log.request(2, 4))).status == 200  # still cached
+        await asyncio.sleep(0.45)
+        r = await env.post(log.request(4, 6))
+        assert (r.status, r.body) == (404, b"log 'example.com/log' is disabled on this witness\n")
+        env.state.set_disabled(ORIGIN, False)
+        assert (await env.post(log.request(4, 6))).status == 404  # the refusal is cached too
+        await asyncio.sleep(0.45)
+        assert (await env.post(log.request(4, 6))).status == 200
+
+    run(t, backend=backend, config_ttl=0.4)
 
 
 def test_quota_429_retry_after(backend: Backend) -> None:

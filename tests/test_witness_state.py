@@ -11,6 +11,7 @@ mutations).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import multiprocessing
 import os
@@ -740,6 +741,214 @@ def test_cas_matches_model(state: WitnessState, ops: list[tuple[str, int, bool]]
                 model = new
                 first = first or new
         assert state.latest(origin) == model
+
+
+# --- compare-and-swap, batched (group commit) -----------------------------------------------------
+
+
+def test_cas_many_empty(state: WitnessState) -> None:
+    assert state.compare_and_swap_many([]) == []
+    state.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    assert state.compare_and_swap_many([]) == []
+    assert state.all_latest() == []
+
+
+def test_cas_many_several_logs_in_one_call(opener: Opener) -> None:
+    s, other = opener(), opener()
+    origins = [ORIGIN, OTHER, "example.net/third"]
+    for o in origins:
+        s.add_log(o, (LOG_KEY.vkey(),))
+    firsts = [cos(o, i + 1) for i, o in enumerate(origins)]
+    assert s.compare_and_swap_many([(None, c) for c in firsts]) == [True, True, True]
+    assert other.all_latest() == sorted(firsts, key=lambda c: c.origin)  # durable, visible
+    nexts = [cos(c.origin, c.size + 4, at=T0 + 1) for c in firsts]
+    assert s.compare_and_swap_many(list(zip(firsts, nexts, strict=True))) == [True] * 3
+    for c in nexts:
+        assert other.latest(c.origin) == c
+
+
+def test_cas_many_stale_pair_false_others_land(opener: Opener) -> None:
+    s, other = opener(), opener()
+    s.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    s.add_log(OTHER, (LOG_KEY.vkey(),))
+    a3, b3 = cos(ORIGIN, 3), cos(OTHER, 3)
+    assert s.compare_and_swap_many([(None, a3), (None, b3)]) == [True, True]
+    b5 = cos(OTHER, 5)
+    assert other.compare_and_swap(b3, b5)  # another handle moves OTHER on
+    a6, b6 = cos(ORIGIN, 6), cos(OTHER, 6)
+    a_first = cos(ORIGIN, 1, tag="again")
+    # OTHER's expected state is stale, and ORIGIN is no longer empty: both False, the rest lands.
+    third = "example.net/third"
+    s.add_log(third, (LOG_KEY.vkey(),))
+    t1 = cos(third, 1)
+    got = s.compare_and_swap_many([(a3, a6), (b3, b6), (None, a_first), (None, t1)])
+    assert got == [True, False, False, True]
+    assert other.latest(ORIGIN) == a6
+    assert other.latest(OTHER) == b5
+    assert other.latest(third) == t1
+
+
+def test_cas_many_same_origin_in_order(state: WitnessState) -> None:
+    state.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    c1, c4, c9 = cos(ORIGIN, 1), cos(ORIGIN, 4), cos(ORIGIN, 9)
+    # The second pair expects what the first one stores: it sees it.
+    assert state.compare_and_swap_many([(None, c1), (c1, c4)]) == [True, True]
+    assert state.latest(ORIGIN) == c4
+    # Two swaps from one expected state: the first wins, the second sees the moved state.
+    c7 = cos(ORIGIN, 7)
+    assert state.compare_and_swap_many([(c4, c9), (c4, c7)]) == [True, False]
+    assert state.latest(ORIGIN) == c9
+    # Two first checkpoints for one origin: the second finds the first.
+    state.add_log(OTHER, (LOG_KEY.vkey(),))
+    o1, o2 = cos(OTHER, 1), cos(OTHER, 2)
+    assert state.compare_and_swap_many([(None, o1), (None, o2)]) == [True, False]
+    assert state.latest(OTHER) == o1
+
+
+def test_cas_many_one_bad_pair_writes_nothing(opener: Opener) -> None:
+    s, other = opener(), opener()
+    for o in (ORIGIN, OTHER):
+        s.add_log(o, (LOG_KEY.vkey(),))
+    a5, b2 = cos(ORIGIN, 5), cos(OTHER, 2)
+    assert s.compare_and_swap_many([(None, a5), (None, b2)]) == [True, True]
+    good = (b2, cos(OTHER, 8))  # a valid swap that would succeed alone
+    c6 = cos(ORIGIN, 6)
+    bad_pairs: list[tuple[Cosigned | None, Cosigned, str]] = [
+        (a5, cos(ORIGIN, 3), "back from size 5 to 3"),
+        (a5, cos(ORIGIN, 5, tag="fork"), "another root for size 5"),
+        (a5, cos(OTHER, 6), "expected state of"),
+        (a5, Cosigned(ORIGIN, 6, c6.root, b"not a note", T0), "not a signed checkpoint"),
+        (a5, Cosigned(ORIGIN, 6, c6.root, cos(ORIGIN, 7).note, T0), "is not"),
+        # Passes the checks up front; the database refuses it inside the transaction, after
+        # the good swap ran: the rollback must undo that one too.
+        (None, cos("example.com/unknown", 1), "not configured"),
+    ]
+    for expected, new, message in bad_pairs:
+        for batch in ([good, (expected, new)], [(expected, new), good]):
+            with pytest.raises(UsageError, match=message):
+                s.compare_and_swap_many(batch)
+            assert other.latest(OTHER) == b2, message
+            assert other.latest(ORIGIN) == a5, message
+            assert other.latest("example.com/unknown") is None
+    # The handle is still usable and nothing was held: the good swap alone lands.
+    assert s.compare_and_swap_many([good]) == [True]
+    assert other.latest(OTHER) == good[1]
+
+
+def test_cas_many_opposite_orders_race_threads(opener: Opener) -> None:
+    """Two handles swap the same two logs from the same expected states, in opposite orders
+    (on PostgreSQL their row locks may deadlock: the loser's transaction runs again). Per log
+    exactly one swap wins, and the verdicts are what is stored."""
+    setup = opener()
+    for o in (ORIGIN, OTHER):
+        setup.add_log(o, (LOG_KEY.vkey(),))
+    a, b = opener(), opener()
+    barrier = threading.Barrier(2)
+    for rnd in range(3):
+        cur = [setup.latest(o) for o in (ORIGIN, OTHER)]
+        if rnd == 0:
+            assert cur == [None, None]
+        size = 1 if cur[0] is None else cur[0].size + 1
+        batches = [
+            [
+                (cur[0], cos(ORIGIN, size, tag=("a", rnd))),
+                (cur[1], cos(OTHER, size, tag=("a", rnd))),
+            ],
+            [
+                (cur[1], cos(OTHER, size, tag=("b", rnd))),
+                (cur[0], cos(ORIGIN, size, tag=("b", rnd))),
+            ],
+        ]
+
+        def fire(
+            i: int, batches: list[list[tuple[Cosigned | None, Cosigned]]] = batches
+        ) -> list[bool]:
+            barrier.wait(30)
+            return (a, b)[i].compare_and_swap_many(batches[i])
+
+        got = run_threads(2, fire)
+        for origin in (ORIGIN, OTHER):
+            wins = [
+                new
+                for i in range(2)
+                for (_, new), ok in zip(batches[i], got[i], strict=True)
+                if ok and new.origin == origin
+            ]
+            assert len(wins) == 1, (rnd, got)
+            assert setup.latest(origin) == wins[0]
+
+
+def test_sqlite_writer_lock_file(tmp_path: Path) -> None:
+    """Every SQLite write first takes an exclusive flock on ``<db>-writer.lock`` beside the
+    database: a writer waits while another holds it, readers do not, and two handles on one
+    file (each with its own descriptor) still both write."""
+    db = str(tmp_path / "w.db")
+    lock_path = Path(db + "-writer.lock")
+    s1 = open_state(db=db)
+    s2 = open_state(db=db)
+    try:
+        s1.add_log(ORIGIN, (LOG_KEY.vkey(),))
+        assert lock_path.is_file()
+        c1 = cos(ORIGIN, 1)
+        assert s1.compare_and_swap_many([(None, c1)]) == [True]
+        c2 = cos(ORIGIN, 2)
+        assert s2.compare_and_swap(c1, c2)
+        assert s1.latest(ORIGIN) == c2
+        # Someone else holds the writer lock: a write waits for it, a read does not.
+        fd = os.open(lock_path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            c3 = cos(ORIGIN, 3)
+            results: list[list[bool]] = []
+            writer = threading.Thread(
+                target=lambda: results.append(s1.compare_and_swap_many([(c2, c3)])), daemon=True
+            )
+            writer.start()
+            writer.join(0.3)
+            assert writer.is_alive()  # queued on the flock
+            assert s2.latest(ORIGIN) == c2
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            writer.join(10)
+            assert not writer.is_alive() and results == [[True]]
+        finally:
+            os.close(fd)
+        assert s2.latest(ORIGIN) == c3
+        # A write that fails inside its transaction releases the lock: the other handle writes.
+        with pytest.raises(UsageError, match="not configured"):
+            s1.compare_and_swap_many([(c3, cos(ORIGIN, 4)), (None, cos("example.com/x", 1))])
+        done: list[bool] = []
+        t = threading.Thread(
+            target=lambda: done.append(s2.compare_and_swap(c3, cos(ORIGIN, 5))), daemon=True
+        )
+        t.start()
+        t.join(10)
+        assert done == [True]
+
+        # Two handles racing in threads: each win advanced the size by one from what it read.
+        def chain(i: int) -> list[tuple[int, str]]:
+            h = (s1, s2)[i]
+            oks = []
+            for k in range(15):
+                cur = h.latest(ORIGIN)
+                assert cur is not None
+                new = cos(ORIGIN, cur.size + 1, tag=(i, k))
+                if h.compare_and_swap_many([(cur, new)]) == [True]:
+                    oks.append((new.size, new.root.hex()))
+            return oks
+
+        oks = [x for r in run_threads(2, chain) for x in r]
+        final = s1.latest(ORIGIN)
+        assert final is not None
+        assert sorted(size for size, _ in oks) == list(range(6, final.size + 1))
+    finally:
+        s1.close()
+        s2.close()
+    # Closing released the descriptors: a fresh handle writes at once.
+    s3 = open_state(db=db, create=False)
+    try:
+        s3.set_qpd(ORIGIN, 9)
+    finally:
+        s3.close()
 
 
 # --- evidence ------------------------------------------------------------------------------------

@@ -33,12 +33,17 @@ setting                 type       meaning (default)
                                    (default 1051475: a maximal note plus 63 proof lines)
 ``read_timeout``       number     seconds a client has to send the whole body, > 0; slower:
                                    408 (default 10)
-``config_ttl``         number     seconds between reloads of the log list when the monitoring
-                                   endpoint meets an unknown origin hash, >= 0 (default 5)
+``config_ttl``         number     seconds a log's configuration (keys, qpd, disabled) is cached
+                                   between reads of the state, and between reloads of the log
+                                   list when the monitoring endpoint meets an unknown origin
+                                   hash, >= 0 (default 1; 0 reads it on every request)
 ``status_endpoints``   boolean    serve the HTML status page ``/`` and Prometheus ``/metrics``
                                    (default true)
 ``shutdown_timeout``   number     seconds requests in flight get to finish after SIGTERM or
                                    SIGINT, >= 0 (default 5)
+``workers``            integer    server processes on the one state, 1..256: set it to the
+                                   number of cores to use them all (default 1; see
+                                   :mod:`witness.serving`)
 =====================  =========  ===========================================================
 
 Relative paths in the file (``db``, ``keys``) are relative to the file's own directory, so that
@@ -105,8 +110,10 @@ DEFAULT_MAX_BODY = 1051475
 """Equal to :data:`tlog.witnessproto.MAX_REQUEST_SIZE` (a test checks it)."""
 DEFAULT_READ_TIMEOUT = 10.0
 """Equal to :data:`witness.server.DEFAULT_READ_TIMEOUT` (a test checks it)."""
-DEFAULT_CONFIG_TTL = 5.0
+DEFAULT_CONFIG_TTL = 1.0
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
+DEFAULT_WORKERS = 1
+MAX_WORKERS = 256
 
 MAX_CONFIG_SIZE = 1 << 20
 """Largest configuration file read."""
@@ -139,9 +146,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("monitoring_prefix", "string", '""', "path before /<hex sha256(origin)>/checkpoint"),
     Setting("max_body", "integer", str(DEFAULT_MAX_BODY), "largest request body, bytes (413)"),
     Setting("read_timeout", "number", "10", "seconds to receive a request body (408)"),
-    Setting("config_ttl", "number", "5", "seconds between log-list reloads for monitoring"),
+    Setting("config_ttl", "number", "1", "seconds a log's configuration is cached"),
     Setting("status_endpoints", "boolean", "true", "serve / (HTML status) and /metrics"),
     Setting("shutdown_timeout", "number", "5", "seconds for requests in flight at SIGTERM"),
+    Setting("workers", "integer", "1", "server processes (set to the number of cores)"),
 )
 """Every setting of witness.toml, in the order the starter file lists them."""
 
@@ -167,6 +175,7 @@ class FileConfig:
     config_ttl: float | None = None
     status_endpoints: bool | None = None
     shutdown_timeout: float | None = None
+    workers: int | None = None
 
 
 # --- values shared with the command line -----------------------------------------------------
@@ -219,6 +228,14 @@ def _check_seconds(value: float, what: str, *, positive: bool) -> float:
         bound = "> 0" if positive else ">= 0"
         raise MalformedError(f"{what} must be a finite number of seconds {bound}")
     return value
+
+
+def parse_workers(text: str, what: str = "workers") -> int:
+    """A number of server processes from the command line: canonical decimal 1..256."""
+    n = parse_decimal(text, what)
+    if not 1 <= n <= MAX_WORKERS:
+        raise MalformedError(f"{what} must be from 1 to {MAX_WORKERS}")
+    return n
 
 
 def parse_max_body(text: str, what: str = "max_body") -> int:
@@ -337,6 +354,13 @@ def parse_config(data: bytes, *, where: str, base_dir: str) -> FileConfig:
     for key in ("config_ttl", "shutdown_timeout"):
         if key in table:
             values[key] = _number(where, key, table[key], positive=False)
+    if "workers" in table:
+        n = table["workers"]
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise MalformedError(f"{where}: workers must be an integer, not {_toml_type(n)}")
+        if not 1 <= n <= MAX_WORKERS:
+            raise MalformedError(f"{where}: workers must be from 1 to {MAX_WORKERS}")
+        values["workers"] = n
     if "status_endpoints" in table:
         flag = table["status_endpoints"]
         if not isinstance(flag, bool):
@@ -425,8 +449,10 @@ max_body = {DEFAULT_MAX_BODY}
 # Seconds a client has to send the whole request body (slower: 408).
 read_timeout = {DEFAULT_READ_TIMEOUT:g}
 
-# Seconds between reloads of the log list when the monitoring endpoint is asked for an
-# unknown origin hash.
+# Seconds a log's configuration is cached between reads of the state: add-key,
+# disable-log, enable-log and pull-logs take effect within this time (0: every request
+# reads it). Also the least time between reloads of the log list when the monitoring
+# endpoint is asked for an unknown origin hash.
 config_ttl = {DEFAULT_CONFIG_TTL:g}
 
 # Serve the HTML status page (/) and Prometheus metrics (/metrics).
@@ -434,6 +460,11 @@ status_endpoints = true
 
 # Seconds requests in flight get to finish after SIGTERM or SIGINT.
 shutdown_timeout = {DEFAULT_SHUTDOWN_TIMEOUT:g}
+
+# Server processes, all on the one state (each log's stored checkpoint changes only by a
+# compare-and-swap, so they never disagree). One Python process uses one core: set this to
+# the number of cores to use them all.
+workers = {DEFAULT_WORKERS}
 """
 
 
@@ -619,8 +650,10 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_SHUTDOWN_TIMEOUT",
+    "DEFAULT_WORKERS",
     "KEY_FILE",
     "LOG_LIST_HEADER",
+    "MAX_WORKERS",
     "MLDSA_KEY_FILE",
     "SETTINGS",
     "FileConfig",
@@ -634,6 +667,7 @@ __all__ = [
     "parse_log_list",
     "parse_max_body",
     "parse_seconds",
+    "parse_workers",
     "starter_config",
     "toml_string",
 ]

@@ -25,34 +25,49 @@ the one mapping in :mod:`witness.errors`.
    (1 MiB: 100 ML-DSA-44 signature lines) plus 63 proof lines.
 2. :meth:`AddCheckpointRequest.parse <tlog.witnessproto.AddCheckpointRequest.parse>` (400).
 3. The origin, the note's first line, selects the log's configuration: not configured, or
-   disabled, 404 (the body tells the two apart).
+   disabled, 404 (the body tells the two apart). The configuration is cached per origin for
+   ``config_ttl`` seconds (0: read on every request), so ``add-key``, ``disable-log`` and the
+   like take effect on a running server within that time.
 4. The note is opened with the log's trusted keys: no trusted signature, or a trusted (name,
    key ID) line that fails, 403; a malformed note or checkpoint text, 400. A signature line
    whose base64 does not even parse (non-canonical trailing bits, say) makes the *note*
    malformed: 400, before any key is tried. A size-0 checkpoint without the empty-tree root:
-   422.
+   422. The verdict is a pure function of the note's bytes and the keys, so a note that opened
+   is remembered (a bounded cache, notes up to 16 KiB): a client re-submitting its checkpoint
+   does not cost a signature verification each time.
 5. ``old`` > size, 400; ``old 0`` with proof lines, 422.
 6. The log's requests-per-day quota (``qpd``), counted per UTC day among authenticated
    requests only: over it, 429 with ``Retry-After`` = seconds to the next UTC midnight.
-7. Under the origin's :class:`asyncio.Lock` (one per origin, in this process): the stored
-   checkpoint is read (in a thread: storage may fsync, never on the event loop); ``old`` not
-   the stored size (0 when none): 409, body ``N`` LF, ``Content-Type: text/x.tlog.size``
-   exactly; then ``old`` = size needs an empty proof and the stored root, any other update an
-   RFC 6962 consistency proof: 422.
+7. Under the origin's :class:`asyncio.Lock` (one per origin, in this process), against the
+   stored checkpoint: ``old`` not the stored size (0 when none): 409, body ``N`` LF,
+   ``Content-Type: text/x.tlog.size`` exactly; then ``old`` = size needs an empty proof and
+   the stored root, any other update an RFC 6962 consistency proof: 422. The stored checkpoint
+   is read from the state (in a thread: storage may fsync, never on the event loop) once and
+   then kept in memory, updated by this process's own writes. It can be behind the database
+   only when another process wrote (``--workers``, two servers on one PostgreSQL, an import),
+   so a refusal decided on the kept value is decided again on a fresh read before it is
+   answered, and an acceptance is checked by the compare-and-swap of step 9.
 8. The new stored note is the checkpoint text, the log's **verified** signature lines only
    (unknown lines are dropped, so a forged line can never reach the monitoring endpoint) and
    this witness's fresh cosignatures, one per signer, all with one timestamp: ``max(now,
    latest timestamp of this witness's cosignatures on the stored note)`` — never zero, and
    never going backwards for an origin even if the clock does.
 9. :meth:`WitnessState.compare_and_swap <witness.state.WitnessState.compare_and_swap>` from
-   the checkpoint read in step 7 (in a thread). If it returns False, another process moved
-   the log first: the cosignatures are discarded, the state re-read and the answer is 409
-   with the stored size. Only after True does the witness answer 200 with its cosignature
-   lines; nothing is ever returned that was not committed.
+   the checkpoint of step 7. The swaps of concurrent requests (for different logs: one log's
+   requests wait for each other at its lock) are *group-committed*: while one batch commits
+   in its thread, the next ones gather, and each batch is one
+   :meth:`~witness.state.WitnessState.compare_and_swap_many` — one transaction, one fsync. If
+   a swap returns False, another process moved the log first: the cosignatures are discarded,
+   the state re-read and the answer is 409 with the stored size. Only after True does the
+   witness answer 200 with its cosignature lines; nothing is ever returned that was not
+   committed.
 
 Re-submitting the stored checkpoint (``old`` = size = stored size, same root, no proof) gets a
-fresh 200 and the stored note is replaced, through the same compare-and-swap, with one
-carrying the new cosignatures (and the resubmitted text's extension lines, if they differ).
+fresh 200. Within the second of this witness's cosignatures on the stored note, the answer is
+those cosignatures (for Ed25519, the bytes a new signature would have: the timestamp is the
+second, and Ed25519 is deterministic), durable already: no signing, no write. Later, the
+stored note is replaced, through the same compare-and-swap, with one carrying new
+cosignatures (and the resubmitted text's extension lines, if they differ).
 
 **Evidence.** A validly signed checkpoint that contradicts the stored one — same size and a
 different root, or a consistency proof from the stored tree that fails — is kept with
@@ -112,7 +127,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from aiohttp import web
 
-from tlog.checkpoint import open_checkpoint, origin_of
+from tlog.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint, origin_of
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
@@ -159,6 +174,11 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 _DAY = 86400
 _MAX_SUBTREE_ORIGIN = 255  # bytes: the subtree/v1 struct's length prefix is one byte
+_MAX_BATCH = 256  # compare-and-swaps per group commit
+_MAX_SWAPS = 3  # compare-and-swaps one request tries, each lost to another process, before 409
+_MAX_CACHED_CONFIGS = 4096  # log configurations remembered (see _Witness.log_config)
+_MAX_CACHED_NOTES = 1024  # verified checkpoint notes remembered (see _Witness.open_checkpoint)
+_MAX_CACHED_NOTE = 16384  # bytes: larger notes are verified every time
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -277,6 +297,107 @@ def _log_verifiers(keys: tuple[str, ...]) -> tuple[Verifier, ...]:
     return tuple(out.values())
 
 
+class _Latest:
+    """A log's stored checkpoint as this process knows it, with this witness's cosignature
+    lines on it and their timestamp ``cosig_ts`` (0 when none). ``floor`` is the least
+    timestamp a new cosignature may carry: the later of ``cosig_ts`` and the stored state's
+    time."""
+
+    __slots__ = ("cosig_ts", "cosigs", "floor", "stored")
+
+    def __init__(
+        self, stored: Cosigned | None, cosigs: tuple[Signature, ...], cosig_ts: int
+    ) -> None:
+        self.stored = stored
+        self.cosigs = cosigs
+        self.cosig_ts = cosig_ts
+        self.floor = max(cosig_ts, 0 if stored is None else stored.updated_at)
+
+    def check(self, req: AddCheckpointRequest, cp: Checkpoint) -> None:
+        """:func:`~tlog.witnessproto.check_update` against this state."""
+        stored = self.stored
+        if stored is None:
+            check_update(0, None, req, cp)
+        else:
+            check_update(stored.size, stored.root, req, cp)
+
+
+_Swap = tuple[Cosigned | None, Cosigned, "asyncio.Future[bool]"]
+
+
+class _GroupCommit:
+    """Compare-and-swaps of concurrent requests (for different logs: each log's requests are
+    serialised by its lock) made durable together: one thread hop and one commit per batch.
+
+    While a batch commits in its thread, newly arriving swaps wait for the next batch, so the
+    batch grows with the load and the number of fsyncs per second stays bounded.
+    """
+
+    def __init__(self, state: WitnessState) -> None:
+        self.state = state
+        self.pending: list[_Swap] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def swap(self, expected: Cosigned | None, new: Cosigned) -> bool:
+        """:meth:`WitnessState.compare_and_swap`, batched. If the caller is cancelled the swap
+        still runs (or not) atomically, like any other."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.pending.append((expected, new, future))
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self.flush())
+        return await future
+
+    async def flush(self) -> None:
+        batch: list[_Swap] = []
+        try:
+            while self.pending:
+                batch, self.pending = self.pending[:_MAX_BATCH], self.pending[_MAX_BATCH:]
+                results: list[bool | Exception]
+                try:
+                    results = await asyncio.to_thread(self.run, [(e, n) for e, n, _ in batch])
+                    if len(results) != len(batch):
+                        raise StateFailureError(
+                            f"the state gave {len(results)} verdicts for {len(batch)} swaps"
+                        )
+                except Exception as e:  # the whole batch failed: every request hears it
+                    results = [e] * len(batch)
+                for (_, _, future), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue  # its request was cancelled
+                    if isinstance(result, MalformedError | VerificationError):
+                        future.set_exception(
+                            StateFailureError(f"{type(result).__name__} from the state: {result}")
+                        )
+                    elif isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+                batch = []
+        finally:
+            self.task = None
+            # Cancelled (the server is stopping) or failed here: no request waits forever.
+            for _, _, future in [*batch, *self.pending]:
+                if not future.done():
+                    future.set_exception(StateFailureError("the group commit stopped"))
+            self.pending = []
+
+    def run(self, swaps: list[tuple[Cosigned | None, Cosigned]]) -> list[bool | Exception]:
+        """In a thread: the batch in one transaction. A batch refused for one bad swap (a
+        UsageError: a precondition) is retried swap by swap, so only that one fails."""
+        try:
+            return list(self.state.compare_and_swap_many(swaps))
+        except UsageError:
+            if len(swaps) == 1:
+                raise
+        out: list[bool | Exception] = []
+        for expected, new in swaps:
+            try:
+                out.append(self.state.compare_and_swap(expected, new))
+            except Exception as e:
+                out.append(e)
+        return out
+
+
 class _Witness:
     """The request handlers and the per-process state around a :class:`WitnessState`."""
 
@@ -310,6 +431,10 @@ class _Witness:
         )
         self.subtree_signers = tuple(s for s in self.signers if isinstance(s, SubtreeV1Signer))
         self.locks: dict[str, asyncio.Lock] = {}
+        self.configs: dict[str, tuple[LogConfig | None, float]] = {}  # origin -> (config, read at)
+        self.latest: dict[str, _Latest] = {}  # origin -> what this process last saw stored
+        self.opened: dict[tuple[bytes, tuple[str, ...]], SignedCheckpoint] = {}
+        self.commits = _GroupCommit(state)
         self.origins: dict[str, str] = {}  # origin hash -> origin (monitoring)
         self.origins_loaded = -math.inf
         self.metrics = _Metrics()
@@ -368,18 +493,25 @@ class _Witness:
             self.metrics.observe(endpoint, status, seconds)
             info["status"] = status
             info["duration_ms"] = round(seconds * 1000, 3)
-            self.logger.info(json.dumps(info, sort_keys=True))
+            self.logger.info(json.dumps(info))
 
     async def read_body(self, request: web.Request) -> bytes:
         """The request body, within the size cap (413) and the read deadline (408)."""
         declared = request.content_length
         if declared is not None and declared > self.max_body:
             raise RequestTooLargeError(self.max_body)
+        content = request.content
         chunks: list[bytes] = []
         total = 0
         try:
+            if content.is_eof():
+                # The whole body came with the headers (the usual case): no deadline to keep.
+                chunks.append(content.read_nowait())
+                if len(chunks[0]) > self.max_body:
+                    raise RequestTooLargeError(self.max_body)
+                return chunks[0]
             async with asyncio.timeout(self.read_timeout):
-                while chunk := await request.content.readany():
+                while chunk := await content.readany():
                     total += len(chunk)
                     if total > self.max_body:
                         raise RequestTooLargeError(self.max_body)
@@ -407,14 +539,104 @@ class _Witness:
             raise StateFailureError(f"{type(e).__name__} from the state: {e}") from e
 
     async def log_config(self, origin: str) -> LogConfig:
-        """The configuration of an enabled log (404 otherwise)."""
-        config = await self.call(self.state.log, origin)
+        """The configuration of an enabled log (404 otherwise), read at most every
+        ``config_ttl`` seconds per origin: ``add-key``, ``disable-log`` and the like, run by
+        the operator while the server runs, take effect within that time."""
+        now = time.monotonic()
+        cached = self.configs.get(origin)
+        if cached is not None and now - cached[1] < self.config_ttl:
+            config = cached[0]
+        else:
+            config = await self.call(self.state.log, origin)
+            if len(self.configs) >= _MAX_CACHED_CONFIGS:
+                self.configs.clear()  # unknown origins from a hostile client: start over
+            self.configs[origin] = (config, now)
+            if config is not None:
+                self.origins[origin_hash(origin)] = origin
         if config is None:
             raise UnknownLogError(origin)
-        self.origins[origin_hash(origin)] = origin
         if config.disabled:
             raise UnknownLogError(origin, disabled=True)
         return config
+
+    def open_checkpoint(self, note: bytes, config: LogConfig) -> SignedCheckpoint:
+        """:func:`~tlog.checkpoint.open_checkpoint` with the log's keys, remembered for the
+        exact note bytes and key set: the verdict is a pure function of the two, and a client
+        re-submitting its checkpoint should not cost a signature verification each time."""
+        key = (note, config.keys)
+        signed = self.opened.get(key)
+        if signed is None:
+            signed = open_checkpoint(note, _log_verifiers(config.keys))
+            if len(note) <= _MAX_CACHED_NOTE:
+                if len(self.opened) >= _MAX_CACHED_NOTES:
+                    self.opened.clear()
+                self.opened[key] = signed
+        return signed
+
+    async def stored(self, origin: str, *, fresh: bool = False) -> tuple[_Latest, bool]:
+        """The stored checkpoint of a log as this process last saw it, and whether that was
+        read just now; ``fresh`` re-reads it.
+
+        Caller holds the origin's lock. The kept value may be behind the database only when
+        another process wrote it (workers, two servers on one state, an import): every decision
+        taken from it that writes is checked again by the compare-and-swap, and every refusal
+        is taken again on a fresh read (:meth:`accepting`).
+        """
+        entry = None if fresh else self.latest.get(origin)
+        if entry is not None:
+            return entry, False
+        return self.remember(origin, await self.call(self.state.latest, origin)), True
+
+    def remember(self, origin: str, stored: Cosigned | None) -> _Latest:
+        """Keep ``stored`` (None: nothing stored) as ``origin``'s state, with this witness's
+        own cosignature lines on it and their latest timestamp."""
+        cosigs: list[Signature] = []
+        floor = 0
+        if stored is not None:
+            try:
+                _, sigs = parse_note(stored.note)
+            except MalformedError:
+                # The stored note is ours and always parses; if it ever does not, the clock
+                # alone decides the next timestamp, and the operator hears about it.
+                self.logger.error(json.dumps({"event": "stored-note-unparsable"}))
+                sigs = []
+            for sig in sigs:
+                if (sig.name, sig.key_id) in self.own_keys:
+                    try:
+                        floor = max(floor, timestamp_of(sig))
+                    except MalformedError:
+                        continue
+                    cosigs.append(sig)
+        entry = _Latest(stored, tuple(cosigs), floor)
+        self.latest[origin] = entry
+        return entry
+
+    async def accepting(
+        self, kept: tuple[_Latest, bool], req: AddCheckpointRequest, cp: Checkpoint, body: bytes
+    ) -> _Latest:
+        """The log's state (``kept``: as known, and whether just read), or a fresh read of it,
+        if the request may update it; else the 409 or 422 (with evidence when the checkpoint
+        contradicts the stored one), always decided on a fresh read. Caller holds the
+        origin's lock."""
+        entry, fresh = kept
+        try:
+            entry.check(req, cp)
+            return entry
+        except (ConflictError, ProofError):
+            if fresh:
+                raise
+        entry, _ = await self.stored(cp.origin, fresh=True)
+        try:
+            entry.check(req, cp)
+        except ConflictError:
+            stored = entry.stored
+            if stored is not None and cp.size == stored.size and cp.root != stored.root:
+                await self.record_evidence(cp.origin, "same size, different root", body, stored)
+            raise
+        except ProofError as e:
+            await self.record_evidence(cp.origin, f"not consistent: {e}", body, entry.stored)
+            raise
+        return entry
 
     async def check_quota(self, config: LogConfig) -> None:
         if config.qpd is None:
@@ -425,28 +647,6 @@ class _Witness:
         if count > config.qpd:
             retry_after = math.ceil((day + 1) * _DAY - now)
             raise QuotaExceededError(config.origin, config.qpd, retry_after)
-
-    def cosign_timestamp(self, stored: Cosigned | None) -> int:
-        """``max(now, the latest timestamp of our cosignatures on the stored note)``, > 0."""
-        floor = 0
-        if stored is not None:
-            try:
-                _, sigs = parse_note(stored.note)
-            except MalformedError:
-                # The stored note is ours and always parses; if it ever does not, the clock
-                # alone decides, and the operator hears about it.
-                self.logger.error(json.dumps({"event": "stored-note-unparsable"}))
-                sigs = []
-            for sig in sigs:
-                if (sig.name, sig.key_id) in self.own_keys:
-                    try:
-                        floor = max(floor, timestamp_of(sig))
-                    except MalformedError:
-                        continue
-        ts = max(int(self.clock()), floor)
-        if ts <= 0:
-            raise UsageError("the clock reads a time at or before 1970: refusing to cosign")
-        return ts
 
     async def record_evidence(
         self, origin: str, reason: str, body: bytes, stored: Cosigned | None
@@ -477,7 +677,7 @@ class _Witness:
         origin = origin_of(req.checkpoint)
         info["origin"] = origin
         config = await self.log_config(origin)
-        signed = open_checkpoint(req.checkpoint, _log_verifiers(config.keys))
+        signed = self.open_checkpoint(req.checkpoint, config)
         cp = signed.checkpoint
         info["size"] = cp.size
         check_request(req, cp)
@@ -495,28 +695,49 @@ class _Witness:
 
         lock = self.locks.setdefault(origin, asyncio.Lock())
         async with lock:
-            stored = await self.call(self.state.latest, origin)
-            stored_size, stored_root = (0, None) if stored is None else (stored.size, stored.root)
-            try:
-                check_update(stored_size, stored_root, req, cp)
-            except ConflictError:
-                if stored is not None and cp.size == stored.size and cp.root != stored.root:
-                    await self.record_evidence(origin, "same size, different root", body, stored)
-                raise
-            except ProofError as e:
-                await self.record_evidence(origin, f"not consistent: {e}", body, stored)
-                raise
-            ts = self.cosign_timestamp(stored)
-            text = signed.note.text
-            cosigs = [Signature(s.name, s.key_id, s.sign_at(text, ts)) for s in signers]
-            note = format_note(text, [*signed.note.sigs, *cosigs])
-            new = Cosigned(origin, cp.size, cp.root, note, ts)
-            swapped = await self.call(self.state.compare_and_swap, stored, new)
-            if not swapped:
-                # Another process moved this log between our read and our write.
-                now_stored = await self.call(self.state.latest, origin)
-                info["lost_race"] = True
-                raise ConflictError(0 if now_stored is None else now_stored.size)
+            kept = await self.stored(origin)
+            for _ in range(_MAX_SWAPS):
+                entry = await self.accepting(kept, req, cp, body)
+                ts = max(int(self.clock()), entry.floor)
+                if ts <= 0:
+                    raise UsageError("the clock reads a time at or before 1970: refusing to cosign")
+                text = signed.note.text
+                stored = entry.stored
+                if (
+                    stored is not None
+                    and ts == entry.cosig_ts
+                    and cp.size == stored.size
+                    and [(c.name, c.key_id) for c in entry.cosigs]
+                    == [(s.name, s.key_id) for s in signers]
+                    and stored.note.startswith(text)
+                    and stored.note[len(text) : len(text) + 1] == b"\n"
+                ):
+                    # The stored checkpoint re-submitted in the second of our cosignatures on
+                    # it: they are the answer (Ed25519 would sign the same bytes again),
+                    # already durable; no signing, no write. (If another process has moved the
+                    # log on since this one cached it, the answer is still a cosignature this
+                    # witness gave, byte for byte: what a client that kept it has anyway.)
+                    info["replay"] = True
+                    cosigs = list(entry.cosigs)
+                    break
+                cosigs = [Signature(s.name, s.key_id, s.sign_at(text, ts)) for s in signers]
+                note = format_note(text, [*signed.note.sigs, *cosigs])
+                new = Cosigned(origin, cp.size, cp.root, note, ts)
+                try:
+                    swapped = await self.commits.swap(stored, new)
+                except BaseException:
+                    self.latest.pop(origin, None)  # whether it landed is unknown: re-read
+                    raise
+                if swapped:
+                    self.latest[origin] = _Latest(new, tuple(cosigs), ts)
+                    break
+                # Another process moved this log (or its time) between our read and our write:
+                # decide again on what is stored now.
+                info["lost_race"] = info.get("lost_race", 0) + 1
+                kept = await self.stored(origin, fresh=True)
+            else:
+                latest = kept[0].stored
+                raise ConflictError(0 if latest is None else latest.size)
         self.metrics.cosignatures += len(cosigs)
         return web.Response(
             body=format_cosignature_response(cosigs),

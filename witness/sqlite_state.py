@@ -15,18 +15,27 @@ used by one thread at a time under the handle's lock). Session settings, on ever
 
 Writes start with ``BEGIN IMMEDIATE``: the database's write lock up front, so every write is
 one act across connections and processes and a read lock never has to be upgraded (which can
-fail with SQLITE_BUSY). Reads use a deferred ``BEGIN``: one WAL snapshot. A COMMIT failing with
-an I/O error (``SQLITE_IOERR*``) raises :class:`~witness.sqlstate.CommitUnknownError`.
+fail with SQLITE_BUSY). Before it, a writer takes an exclusive ``flock`` on the file
+``<db>-writer.lock`` (created beside the database, like SQLite's ``-wal`` and ``-shm``): writers
+of this code then queue in the kernel and each is woken the moment the previous one commits,
+where SQLite's busy handler would poll with sleeps of 1, 2, 5, 10… ms (the tail latency of two
+server processes sharing one file). A writer that does not take it (the ``sqlite3`` shell) is
+still excluded by SQLite's own lock and waited for with ``busy_timeout``. Reads use a
+deferred ``BEGIN``: one WAL snapshot. A COMMIT failing with an I/O error (``SQLITE_IOERR*``)
+raises :class:`~witness.sqlstate.CommitUnknownError`.
 
 ``create=True`` creates the file (and the schema) when missing; ``create=False`` requires both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sqlite3
 import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from tlog.errors import UsageError
@@ -62,6 +71,27 @@ class SQLiteDialect(Dialect):
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = path
         self.create = create
+        self._lock_fd: int | None = None
+        self._lock_pid = 0
+
+    @contextlib.contextmanager
+    def write_lock(self) -> Iterator[object]:
+        # One descriptor per handle and process: flock excludes open file descriptions, and a
+        # descriptor inherited across fork() would be shared with the child.
+        if self._lock_fd is None or self._lock_pid != os.getpid():
+            self._lock_fd = os.open(f"{self.path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self._lock_pid = os.getpid()
+        fd = self._lock_fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield None
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None and self._lock_pid == os.getpid():
+            os.close(fd)
 
     def connect(self) -> Any:
         quoted = urllib.parse.quote(os.path.abspath(self.path))

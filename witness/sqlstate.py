@@ -52,10 +52,11 @@ The compare-and-swap is ONE statement inside its transaction:
 
 * expected None: ``INSERT INTO latest … ON CONFLICT (origin) DO NOTHING`` — True iff it
   inserted the row (two first checkpoints racing: the primary key picks one);
-* otherwise: ``UPDATE latest SET … WHERE origin = ? AND size = ? AND root = ?`` — True iff it
-  changed the row. On PostgreSQL a racing UPDATE waits for the row lock and re-checks its WHERE
-  clause against the committed row, so at most one of several swaps from one expected state
-  to a larger size succeeds; on SQLite, BEGIN IMMEDIATE serialises them.
+* otherwise: ``UPDATE latest SET … WHERE origin = ? AND size = ? AND root = ? AND updated_at
+  <= ?`` (the new time) — True iff it changed the row. On PostgreSQL a racing UPDATE waits for
+  the row lock and re-checks its WHERE clause against the committed row, so at most one of
+  several swaps from one expected state to a larger size succeeds; on SQLite, BEGIN IMMEDIATE
+  serialises them.
 
 It is durable when it returns True: SQLite commits with WAL and ``synchronous=FULL`` (the
 WAL is fsynced); PostgreSQL returned COMMIT.
@@ -280,6 +281,50 @@ def _check_new_note(new: Cosigned) -> None:
         )
 
 
+def _check_swap(expected: Cosigned | None, new: Cosigned) -> None:
+    """The preconditions of a compare-and-swap (UsageError naming the one that fails)."""
+    _check_cosigned(new, "new")
+    if expected is not None:
+        _check_cosigned(expected, "expected")
+        if expected.origin != new.origin:
+            raise UsageError(
+                f"compare_and_swap of log {new.origin} with the expected state of {expected.origin}"
+            )
+        if new.size < expected.size:
+            raise UsageError(
+                f"log {new.origin}: compare_and_swap would move the state back from size"
+                f" {expected.size} to {new.size}"
+            )
+        if new.size == expected.size and new.root != expected.root:
+            raise UsageError(
+                f"log {new.origin}: compare_and_swap would store another root for size {new.size}"
+            )
+    _check_new_note(new)
+
+
+def _swap(tx: Tx, expected: Cosigned | None, new: Cosigned) -> bool:
+    """The compare-and-swap statement: True iff it wrote the row."""
+    values = (new.size, new.root, new.note, new.updated_at)
+    if expected is None:
+        try:
+            n = tx.execute(
+                "INSERT INTO latest (origin, size, root, note, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (origin) DO NOTHING",
+                (new.origin, *values),
+            )
+        except tx.dialect.driver_errors as e:
+            if tx.dialect.foreign_key(e):
+                raise _not_configured(new.origin) from None
+            raise
+    else:
+        n = tx.execute(
+            "UPDATE latest SET size = ?, root = ?, note = ?, updated_at = ?"
+            " WHERE origin = ? AND size = ? AND root = ? AND updated_at <= ?",
+            (*values, new.origin, expected.size, expected.root, new.updated_at),
+        )
+    return n == 1
+
+
 # --- checks of stored values -------------------------------------------------------------------
 
 
@@ -356,6 +401,13 @@ class Dialect(abc.ABC):
         """After COMMIT returned: did it commit?"""
         return True
 
+    def write_lock(self) -> contextlib.AbstractContextManager[object]:
+        """Held around every write transaction, before BEGIN (default: nothing)."""
+        return contextlib.nullcontext()
+
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release what the dialect holds beside the connection (default: nothing)."""
+
     def init_lock(self, tx: Tx) -> None:  # noqa: B027 - optional hook, empty by default
         """Serialise concurrent schema creators (inside the creating transaction)."""
 
@@ -428,7 +480,7 @@ class Session:
     def transact(self, write: bool, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in one transaction and commit (see the module docstring)."""
         d = self._d
-        with self._lock:
+        with self._lock, d.write_lock() if write else contextlib.nullcontext():
             if self._closed:
                 raise UsageError("the witness state is closed")
             attempt = 0
@@ -473,6 +525,7 @@ class Session:
         with self._lock:
             self._closed = True
             self._discard()
+            self._d.close()
 
 
 # --- the schema ---------------------------------------------------------------------------------
@@ -681,48 +734,22 @@ class SQLState(WitnessState):
         """See :meth:`WitnessState.compare_and_swap` and the module docstring. UsageError for a
         malformed ``new``, an origin mismatch, a move backwards, or (expected None) an origin
         that is not configured; CommitUnknownError when the COMMIT got no verdict."""
-        _check_cosigned(new, "new")
-        if expected is not None:
-            _check_cosigned(expected, "expected")
-            if expected.origin != new.origin:
-                raise UsageError(
-                    f"compare_and_swap of log {new.origin} with the expected state of"
-                    f" {expected.origin}"
-                )
-            if new.size < expected.size:
-                raise UsageError(
-                    f"log {new.origin}: compare_and_swap would move the state back from size"
-                    f" {expected.size} to {new.size}"
-                )
-            if new.size == expected.size and new.root != expected.root:
-                raise UsageError(
-                    f"log {new.origin}: compare_and_swap would store another root for size"
-                    f" {new.size}"
-                )
-        _check_new_note(new)
-        values = (new.size, new.root, new.note, new.updated_at)
+        _check_swap(expected, new)
+        return self._write(lambda tx: _swap(tx, expected, new))
 
-        def work(tx: Tx) -> bool:
-            if expected is None:
-                try:
-                    n = tx.execute(
-                        "INSERT INTO latest (origin, size, root, note, updated_at)"
-                        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (origin) DO NOTHING",
-                        (new.origin, *values),
-                    )
-                except tx.dialect.driver_errors as e:
-                    if tx.dialect.foreign_key(e):
-                        raise _not_configured(new.origin) from None
-                    raise
-            else:
-                n = tx.execute(
-                    "UPDATE latest SET size = ?, root = ?, note = ?, updated_at = ?"
-                    " WHERE origin = ? AND size = ? AND root = ?",
-                    (*values, new.origin, expected.size, expected.root),
-                )
-            return n == 1
+    def compare_and_swap_many(
+        self, swaps: Sequence[tuple[Cosigned | None, Cosigned]]
+    ) -> list[bool]:
+        """Every swap in one transaction, one commit (one fsync on SQLite): group commit.
 
-        return self._write(work)
+        Each pair is checked first as in :meth:`compare_and_swap`; one bad pair raises and
+        nothing is written. The swaps run in order, so a later pair sees an earlier one's
+        effect."""
+        for expected, new in swaps:
+            _check_swap(expected, new)
+        if not swaps:
+            return []
+        return self._write(lambda tx: [_swap(tx, expected, new) for expected, new in swaps])
 
     # --- evidence -----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ PostgreSQL commit). The server signs a cosignature only after it returned True.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -103,10 +104,25 @@ class WitnessState(abc.ABC):
         """Atomically replace ``expected`` (None: nothing stored yet) by ``new``.
 
         Returns False, writing nothing, when the stored (size, root) is no longer ``expected``'s
-        (or, for None, when something is stored). Durable when it returns True. Requires:
-        ``new.size >= expected.size`` — a caller bug otherwise (UsageError): the state only
-        moves forward.
+        (or, for None, when something is stored), or when the stored ``updated_at`` is later
+        than ``new.updated_at``: the time of a log's state never goes backwards either (the
+        server's cosignature timestamps, even with several processes and a clock stepped
+        back). Durable when it returns True. Requires: ``new.size >= expected.size`` — a caller
+        bug otherwise (UsageError): the state only moves forward.
         """
+
+    def compare_and_swap_many(
+        self, swaps: Sequence[tuple[Cosigned | None, Cosigned]]
+    ) -> list[bool]:
+        """Several compare-and-swaps, in order; the verdict of each, as
+        :meth:`compare_and_swap` would give it.
+
+        The server batches the swaps of requests for different logs that arrive together, so
+        that one commit (one fsync) makes them all durable. Durable when it returns. A backend
+        that can should run them in one transaction and raise, writing nothing, if one pair
+        breaks :meth:`compare_and_swap`'s preconditions; this default runs them one by one.
+        """
+        return [self.compare_and_swap(expected, new) for expected, new in swaps]
 
     @abc.abstractmethod
     def all_latest(self) -> list[Cosigned]:

@@ -1,0 +1,376 @@
+"""Running the witness application: one process, or a supervisor and N worker processes.
+
+``tlog-witness serve`` hands :func:`serve` a factory that opens the state and builds the
+:func:`witness.server.make_app` application. The event loop is uvloop's where it is installed
+(the project depends on it on Linux and macOS), asyncio's otherwise.
+
+**One process** (``workers = 1``, the default): the application listens on ``host:port``
+(every address the host resolves to), prints ``vkey <vkey>`` per witness key and ``listening
+on <url>`` per address on stdout once it accepts connections, and stops gracefully on SIGTERM
+or SIGINT (requests in flight get ``shutdown_timeout`` seconds).
+
+**N workers** (``workers > 1``): one Python process runs on one core at a time, so a witness
+that is to use several cores runs several processes on one state. The supervisor (the process
+started) binds ``host:port`` itself, with ``SO_REUSEPORT`` and without listening, only to learn
+the port (``:0`` picks one) and hold it; then it forks the workers. Each worker opens its own
+connection to the state, builds its own application and listens on its own socket bound to
+the same addresses with ``SO_REUSEPORT``: the kernel spreads new connections over the workers.
+The supervisor prints the same lines as one process once every worker accepts connections.
+
+What keeps N processes correct is the state, not the supervisor: each worker serialises the
+requests of one log among its own connections, and every change of a log's stored checkpoint
+is a compare-and-swap in the database (SQLite or PostgreSQL), so two workers racing on one log
+never both cosign — the loser answers 409 with the stored size and the client resynchronises,
+as with any other race. See :mod:`witness.server` and :mod:`witness.state`.
+
+Signals and failures: SIGTERM or SIGINT to the supervisor is passed on to every worker, which
+stops gracefully; the supervisor exits 0 when all have. A worker that dies on its own (a crash,
+the OOM killer) makes the supervisor stop the others and exit 1, naming it, so that a service
+manager restarts the whole witness. A worker whose supervisor dies gets SIGTERM (Linux
+``PR_SET_PDEATHSIG``; elsewhere it notices within a second) and stops.
+
+Per-process things: ``/metrics`` counts the requests of the worker that answers the scrape,
+and every worker writes its own JSON request lines to the inherited stderr (each line one
+``write``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from aiohttp import web
+
+from tlog.errors import UsageError
+from witness.config import format_listen
+
+__all__ = ["AppFactory", "serve"]
+
+AppFactory = Callable[[], tuple[web.Application, Callable[[], None]]]
+"""Opens the state and builds the application; returns it with the function that closes the
+state. Called once per process that serves (after the fork, in a worker)."""
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PARENT_POLL = 1.0  # seconds between checks that the supervisor is alive, without prctl
+_READY = b"r"
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop's event loop when installed (faster request handling), else
+    asyncio's."""
+    try:
+        import uvloop  # noqa: PLC0415 - optional at run time
+    except ImportError:  # pragma: no cover - a dependency on the platforms tested
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
+
+
+def _write(text: str) -> None:
+    out = sys.stdout.buffer
+    out.write(text.encode("utf-8"))
+    out.flush()
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://{format_listen(host, port)}"
+
+
+def serve(
+    factory: AppFactory,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    shutdown_timeout: float,
+    vkeys: list[str],
+    logger: logging.Logger,
+) -> int:
+    """Serve until SIGTERM or SIGINT; the exit status (0, or 1 when a worker failed).
+
+    Requires: ``workers`` >= 1; no thread started in this process yet when ``workers`` > 1
+    (it forks).
+    """
+    if workers < 1:
+        raise UsageError("workers must be at least 1")
+    if workers == 1:
+        _run(_serve_one(factory, host, port, shutdown_timeout, vkeys, logger))
+        return 0
+    return _supervise(factory, host, port, workers, shutdown_timeout, vkeys, logger)
+
+
+async def _serve_sites(
+    factory: AppFactory,
+    shutdown_timeout: float,
+    make_sites: Callable[[web.AppRunner], list[web.BaseSite]],
+    started: Callable[[web.AppRunner], None],
+    logger: logging.Logger,
+    stop_event: dict[str, object],
+    extra_stop: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None,
+) -> None:
+    app, close = factory()
+    try:
+        # access_log=None: the application logs its own JSON line per request.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
+        await runner.setup()
+        try:
+            for site in make_sites(runner):
+                await site.start()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            watcher = None if extra_stop is None else asyncio.create_task(extra_stop(stop))
+            started(runner)
+            await stop.wait()
+            if watcher is not None:
+                watcher.cancel()
+            logger.info(json.dumps(stop_event))
+        finally:
+            await runner.cleanup()
+    finally:
+        close()
+
+
+async def _serve_one(
+    factory: AppFactory,
+    host: str,
+    port: int,
+    shutdown_timeout: float,
+    vkeys: list[str],
+    logger: logging.Logger,
+) -> None:
+    def started(runner: web.AppRunner) -> None:
+        urls = [_url(a[0], a[1]) for a in runner.addresses]
+        _write("".join(f"vkey {v}\n" for v in vkeys) + "".join(f"listening on {u}\n" for u in urls))
+        logger.info(json.dumps({"event": "start", "listen": urls, "vkeys": vkeys}))
+
+    await _serve_sites(
+        factory,
+        shutdown_timeout,
+        lambda runner: [web.TCPSite(runner, host, port)],
+        started,
+        logger,
+        {"event": "stop"},
+    )
+
+
+# --- several workers -----------------------------------------------------------------------------
+
+
+def _addresses(host: str, port: int) -> list[tuple[int, Any]]:
+    """(family, sockaddr) of every address ``host`` resolves to, without repeats."""
+    try:
+        infos = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
+        )
+    except OSError as e:
+        raise UsageError(f"cannot resolve the listen host {host!r}: {e}") from None
+    out: list[tuple[int, Any]] = []
+    for family, _, _, _, sockaddr in infos:
+        if (family, sockaddr) not in out:
+            out.append((family, sockaddr))
+    return out
+
+
+def _bound(family: int, sockaddr: Any, *, listen: bool) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(sockaddr)
+        if listen:
+            sock.listen(1024)
+            sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _reserve(host: str, port: int) -> list[socket.socket]:
+    """Bind (not listen) every address of ``host``; with port 0, one port for all."""
+    held: list[socket.socket] = []
+    try:
+        for family, resolved in _addresses(host, port):
+            sockaddr = resolved
+            if port == 0 and held:
+                sockaddr = (resolved[0], held[0].getsockname()[1], *resolved[2:])
+            try:
+                held.append(_bound(family, sockaddr, listen=False))
+            except OSError as e:
+                raise UsageError(f"cannot listen on {format_listen(host, port)}: {e}") from None
+    except BaseException:
+        for s in held:
+            s.close()
+        raise
+    return held
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGTERM when the supervisor dies (Linux); then check it did not
+    die already."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+async def _parent_gone(parent: int, stop: asyncio.Event) -> None:
+    while os.getppid() == parent:
+        await asyncio.sleep(_PARENT_POLL)
+    stop.set()
+
+
+def _worker(
+    factory: AppFactory,
+    held: list[socket.socket],
+    shutdown_timeout: float,
+    ready_fd: int,
+    index: int,
+    parent: int,
+    logger: logging.Logger,
+) -> int:
+    """The body of a forked worker; its exit status."""
+    _die_with_parent(parent)
+    addresses = [(s.family, s.getsockname()) for s in held]
+    for s in held:
+        s.close()
+
+    def sites(runner: web.AppRunner) -> list[web.BaseSite]:
+        return [web.SockSite(runner, _bound(f, a, listen=True)) for f, a in addresses]
+
+    def started(runner: web.AppRunner) -> None:
+        logger.info(json.dumps({"event": "worker-start", "worker": index, "pid": os.getpid()}))
+        os.write(ready_fd, _READY)
+        os.close(ready_fd)
+
+    try:
+        _run(
+            _serve_sites(
+                factory,
+                shutdown_timeout,
+                sites,
+                started,
+                logger,
+                {"event": "worker-stop", "worker": index, "pid": os.getpid()},
+                lambda stop: _parent_gone(parent, stop),
+            )
+        )
+    except Exception as e:
+        print(f"tlog-witness: worker {index}: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _supervise(
+    factory: AppFactory,
+    host: str,
+    port: int,
+    workers: int,
+    shutdown_timeout: float,
+    vkeys: list[str],
+    logger: logging.Logger,
+) -> int:
+    held = _reserve(host, port)
+    parent = os.getpid()
+    ready_r, ready_w = os.pipe()
+    children: dict[int, int] = {}  # pid -> worker index
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    try:
+        # Signals wait until every child exists and the handler knows it.
+        with _signals_blocked():
+            for index in range(workers):
+                pid = os.fork()
+                if pid == 0:  # the worker
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+                    os.close(ready_r)
+                    status = 1
+                    try:
+                        status = _worker(
+                            factory, held, shutdown_timeout, ready_w, index, parent, logger
+                        )
+                    finally:
+                        os._exit(status)
+                children[pid] = index
+            os.close(ready_w)
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+        status = 0
+        ready = 0
+        announced = False
+        while children:
+            if not announced and not stopping:
+                # Until every worker is ready: its byte, or end of file when one died first.
+                got = os.read(ready_r, 64)
+                ready += len(got)
+                if got and ready < workers:
+                    continue
+                announced = True
+                if ready >= workers:
+                    url = [_url(s.getsockname()[0], s.getsockname()[1]) for s in held]
+                    _write(
+                        "".join(f"vkey {v}\n" for v in vkeys)
+                        + "".join(f"listening on {u}\n" for u in url)
+                    )
+                    logger.info(
+                        json.dumps(
+                            {"event": "start", "listen": url, "vkeys": vkeys, "workers": workers}
+                        )
+                    )
+                continue
+            try:
+                pid, wait_status = os.wait()
+            except ChildProcessError:
+                break
+            if pid not in children:
+                continue
+            index = children.pop(pid)
+            code = os.waitstatus_to_exitcode(wait_status)
+            if not stopping:
+                how = f"signal {-code}" if code < 0 else f"status {code}"
+                print(
+                    f"tlog-witness: worker {index} (pid {pid}) exited with {how}; stopping",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                status = 1
+                on_signal(signal.SIGTERM, None)
+            elif code != 0:
+                status = 1
+        logger.info(json.dumps({"event": "stop"}))
+        return status
+    finally:
+        os.close(ready_r)
+        for s in held:
+            s.close()
