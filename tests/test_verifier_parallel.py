@@ -54,7 +54,7 @@ from tlog.export import (
     _check_body,
     verify_export,
 )
-from tlog.journal import GENESIS, Body, Record, chain_hash, make_record
+from tlog.journal import GENESIS, Body, Record, body_names, chain_hash, make_record
 from tlog.keys import format_vkey, verifier_for
 from tlog.merkle import MemoryHashStore, leaf_hash
 from tlog.note import Ed25519Signer, Signer, sign_note
@@ -616,7 +616,7 @@ def test_body_fast_path_never_accepts_more(
     except (UnicodeEncodeError, ValueError):
         return
     for run, s in (("r-1", seq), ("r-1", 1), ("r-2", seq)):
-        fast = parallel._body_ok(raw, run, s)
+        fast = body_names(raw, run, s)
         if fast:
             assert check_body_verdict(raw, run, s), raw
 
@@ -646,7 +646,7 @@ def test_body_fast_path_never_accepts_more(
     ],
 )
 def test_body_fast_path_refuses_what_decode_body_refuses(raw: bytes) -> None:
-    assert not parallel._body_ok(raw, "r", 1)
+    assert not body_names(raw, "r", 1)
     assert not check_body_verdict(raw, "r", 1)
 
 
@@ -654,9 +654,9 @@ def test_body_fast_path_accepts_ordinary_records() -> None:
     accepted = 0
     for r in medium_runs():
         for rec in r.records:
-            assert parallel._body_ok(rec.raw, rec.run, rec.seq)
-            assert not parallel._body_ok(rec.raw, rec.run, rec.seq + 1)
-            assert not parallel._body_ok(rec.raw, rec.run + "x", rec.seq)
+            assert body_names(rec.raw, rec.run, rec.seq)
+            assert not body_names(rec.raw, rec.run, rec.seq + 1)
+            assert not body_names(rec.raw, rec.run + "x", rec.seq)
             accepted += 1
     assert accepted > 20
 

@@ -50,9 +50,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.note import Ed25519Signer, Verifier
@@ -328,36 +330,52 @@ def decode_body(raw: bytes) -> Body:
     return body
 
 
-def _refuse(text: str) -> Any:
-    raise ValueError(text)
-
-
-_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(  # noqa: B009 - untyped in typeshed
-    json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse), "scan_once"
-)
-_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
+# body_names's byte tests for floats and long integers. A cheap one first, on a copy of the body
+# with every digit made "0" and every "[" made "{": "0" then ".", "e" or "E" is where a float
+# could be, 16 zeros where an integer beyond ±(2^53-1) could be. Strings hit it often (UUIDs,
+# hex digests, "x1.txt", "12:30:00.5Z"), so a hit is checked by a precise one, on a copy with
+# every digit "0", every ". e E" ".", every byte that can stand before or after a value in a
+# container ("[ , :" and ", ] }") "S", and the signs deleted: a number with a fraction or an
+# exponent is then "S0+\.[0.]*S", one of 16 digits or more "S0{16}" (matches inside strings,
+# as in "a,1.5]", merely take the slow path).
+_BYTE_CLASSES = bytes.maketrans(b"0123456789[", b"0" * 10 + b"{")
+_MAYBE_FLOAT_OR_LONG = re.compile(rb"0(?:[.eE]|0{15})")
+_TOKEN_CLASSES = bytes.maketrans(b"0123456789.eE[,:]}", b"0" * 10 + b"..." + b"SSSSS")
+_FLOAT_OR_LONG_VALUE = re.compile(rb"S0+\.[0.]*S|S0{16}")
+_SORT_KEYS = orjson.OPT_SORT_KEYS
 
 
 def body_names(raw: bytes, run: str, seq: int) -> bool:
     """True only when ``decode_body(raw)`` succeeds with ``run`` and ``seq``; False when not
     sure (then call :func:`decode_body` for the verdict and its message).
 
-    Requires: ``run`` is a valid run ID, 1 <= seq <= MAX_SEQ. Why True implies acceptance:
-    floats and NaN are refused by the hooks; no key repeats, since the re-encode of the parsed
-    object equals the bytes; no integer literal has 16 digits, so |n| <= 2^53-1; at most 64
-    ``{``/``[`` bytes, so nothing in ``data`` is deeper than 64 levels; the fields are checked
-    as :meth:`Body.encode` checks them; and the canonical encoding is the bytes.
+    Requires: ``run`` is a valid run ID, 1 <= seq <= MAX_SEQ. Parses with orjson and re-encodes
+    with orjson (``OPT_SORT_KEYS``), which spells every JSON value without a float exactly as
+    the canonical encoder does: keys sorted by code point (UTF-8 byte order is code point
+    order), strings escaped as ``json.dumps(…, ensure_ascii=False)`` escapes them, integers in
+    decimal, no whitespace. Why True implies acceptance: the bytes are the canonical encoding
+    of the parsed value, so they are UTF-8, hold no whitespace between tokens, no escape that
+    is not canonical and no repeated key (the re-encode would be shorter); orjson parses a
+    number as a float only when it has a fraction or an exponent or is beyond 64 bits, and no
+    such number, nor one of 16 or more digits, stands as a value right after ``[ , :`` and
+    right before ``, ] }`` (where every number value of the canonical encoding of an object
+    stands) — so there is no float and every integer is within ±(2^53-1); orjson refuses NaN,
+    infinities and lone surrogate escapes; at most 64 ``{``/``[`` bytes, so nothing in ``data``
+    is deeper than 64 levels; the fields are checked as :meth:`Body.encode` checks them; and
+    the stdlib parser that ``decode_body`` uses reads the canonical bytes as the same value.
     """
     try:
-        if (
-            len(raw) > MAX_RECORD_SIZE
-            or raw.count(b"{") + raw.count(b"[") > 64
-            or b"0000000000000000" in raw.translate(_DIGITS)
+        if len(raw) > MAX_RECORD_SIZE:
+            return False
+        classes = raw.translate(_BYTE_CLASSES)
+        if classes.count(b"{") > 64:
+            return False
+        if _MAYBE_FLOAT_OR_LONG.search(classes) and _FLOAT_OR_LONG_VALUE.search(
+            raw.translate(_TOKEN_CLASSES, b"+-")
         ):
             return False
-        text = raw.decode("utf-8")
-        obj, end = _SCAN(text, 0)
-        if end != len(text) or type(obj) is not dict or not obj.keys() <= _FIELDS:
+        obj = orjson.loads(raw)
+        if type(obj) is not dict or not _FIELDS.issuperset(obj):
             return False
         v, s, epoch, kind = obj.get("v"), obj.get("seq"), obj.get("epoch"), obj.get("kind")
         if type(v) is not int or v != 1 or type(s) is not int or s != seq:
@@ -372,8 +390,8 @@ def body_names(raw: bytes, run: str, seq: int) -> bool:
             if type(obj["effect_key"]) is not str:
                 return False
             check_effect_key(obj["effect_key"])
-        return _encode(obj).encode("utf-8") == raw
-    except Exception:  # any doubt: decode_body decides
+        return orjson.dumps(obj, option=_SORT_KEYS) == raw
+    except Exception:  # any doubt (orjson.JSONDecodeError, MalformedError): decode_body decides
         return False
 
 

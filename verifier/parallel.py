@@ -54,13 +54,9 @@ How the work is split
 
 Speed. Workers take a fast path for each record that accepts exactly a subset of what the
 one-pass code accepts and falls back to that code — hence to its error — whenever it is unsure:
-the hash by one strict base64 round trip; the body by one C ``json`` scan (floats and NaN
-refused by hooks) and one re-encode by the C encoder (built once, not per call as
-``json.dumps`` does) compared with the bytes, after cheap conservative tests
-that rule out what :func:`tlog.journal.decode_body` would refuse and a re-encode would not
-notice (no run of 16 digits — so every integer is within ±(2^53−1) — and at most 64 ``{`` and
-``[`` bytes — so no value is nested deeper than 64 levels); a repeated key cannot pass, since
-the re-encode of the parsed object would be shorter than the bytes. A ``sig`` line whose
+the hash by one strict base64 round trip; the body by :func:`tlog.journal.body_names` (the
+one-pass verifier's own fast path: orjson parse and canonical re-encode compared with the
+bytes, after conservative tests; see its docstring). A ``sig`` line whose
 (key name, key ID) is a declared record key is read by the same base64 round trip; the
 signature is checked by the same :class:`tlog.note.Verifier` as the one-pass verifier's.
 
@@ -89,7 +85,6 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import json
 import mmap
 import multiprocessing
 import os
@@ -126,12 +121,9 @@ from tlog.export import (
 )
 from tlog.journal import (
     GENESIS,
-    MAX_RECORD_SIZE,
     MAX_SEQ,
     RECORD_SIGNATURE_CONTEXT,
-    check_case_id,
-    check_effect_key,
-    check_kind,
+    body_names,
     check_outcome,
     check_run_id,
 )
@@ -182,104 +174,6 @@ def _rebuild(failure: _Failure) -> BaseException:
 
 
 # --- the record fast paths ------------------------------------------------------------------
-
-
-def _refuse(text: str) -> Any:
-    raise ValueError(text)
-
-
-_DECODER = json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse)
-_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009
-_ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-
-
-def _make_encode() -> Callable[[Any], str]:
-    # The C encoder that JSONEncoder.encode builds on every call, built once (markers=None: a
-    # parsed JSON value has no cycles); the same output as json.dumps(sort_keys=True,
-    # separators=(",", ":"), ensure_ascii=False, allow_nan=False). JSONEncoder.encode where the
-    # C accelerator is missing or differs.
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython has the accelerator
-        return _ENCODER.encode
-    try:
-        c_encode = make(
-            None,
-            _ENCODER.default,
-            json.encoder.encode_basestring,
-            None,
-            ":",
-            ",",
-            True,
-            False,
-            False,
-        )
-        probe = {"b": [1, "é\n\u2028", None, True], "a": {"y": -7, "x": ""}}
-        same = "".join(c_encode(probe, 0)) == _ENCODER.encode(probe)
-    except Exception:  # pragma: no cover - another json implementation
-        same = False
-    if not same:  # pragma: no cover
-        return _ENCODER.encode
-
-    def encode(value: Any) -> str:
-        return "".join(c_encode(value, 0))
-
-    return encode
-
-
-_encode = _make_encode()
-_DIGITS = bytes.maketrans(b"0123456789", b"0" * 10)
-_SIXTEEN_DIGITS = b"0" * 16
-_FIELDS = frozenset({"v", "run", "seq", "epoch", "kind", "case", "effect_key", "data"})
-
-
-def _body_ok(raw: bytes, run: str, seq: int) -> bool:
-    """True only when :func:`tlog.export._check_body` would accept ``raw`` for (run, seq).
-
-    False means "not sure": the caller then runs ``_check_body`` for its verdict and message.
-    Requires: ``run`` is a valid run ID and 1 <= seq <= MAX_SEQ.
-
-    Why True implies acceptance (see :func:`tlog.journal.decode_body`): the text is UTF-8 and
-    JSON (same scanner); floats and NaN/Infinity were refused by the hooks; no key repeats,
-    since the re-encode of the parsed object equals the bytes; every integer literal has at most
-    15 digits, so |n| <= 2^53-1; at most 64 ``{``/``[`` bytes, so no value of ``data`` is
-    deeper than 64 levels; the fields, their types and spellings are checked as ``Body.encode``
-    checks them; and the canonical encoding (the one ``Body.encode`` uses, of the same keys and
-    values) is the bytes.
-    """
-    try:
-        if (
-            len(raw) > MAX_RECORD_SIZE
-            or raw.count(b"{") + raw.count(b"[") > 64
-            or _SIXTEEN_DIGITS in raw.translate(_DIGITS)
-        ):
-            return False
-        text = raw.decode("utf-8")
-        obj, end = _SCAN(text, 0)
-        if end != len(text) or type(obj) is not dict or not obj.keys() <= _FIELDS:
-            return False
-        v, s, epoch, kind = obj.get("v"), obj.get("seq"), obj.get("epoch"), obj.get("kind")
-        if type(v) is not int or v != 1 or type(s) is not int or s != seq:
-            return False
-        if obj.get("run") != run or type(epoch) is not int or not 1 <= epoch <= MAX_SEQ:
-            return False
-        if type(kind) is not str:
-            return False
-        check_kind(kind)
-        if "case" in obj:
-            case = obj["case"]
-            if type(case) is not str:
-                return False
-            check_case_id(case)
-        if "effect_key" in obj:
-            key = obj["effect_key"]
-            if type(key) is not str:
-                return False
-            check_effect_key(key)
-        return _encode(obj).encode("utf-8") == raw
-    except Exception:
-        return False
 
 
 def _hash_of(text: bytes) -> bytes | None:
@@ -515,7 +409,7 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
             if h is None:
                 h = _slow_hash(data[:HASH_TEXT_SIZE], n, run, seq)
             raw = data[HASH_TEXT_SIZE + 1 :]
-            if not _body_ok(raw, run, seq):
+            if not body_names(raw, run, seq):
                 _check_body(raw, run, seq, n, run_line)
             verifier: Verifier | None = None
             sig = b""
