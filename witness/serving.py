@@ -76,10 +76,17 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
-def _write(text: str) -> None:
+def _announce(
+    addresses: list[Any], vkeys: list[str], logger: logging.Logger, **extra: object
+) -> None:
+    """The lines that say the witness serves: ``vkey`` and ``listening on`` on stdout (what
+    scripts and tests wait for), and the ``start`` event in the log."""
+    urls = [_url(a[0], a[1]) for a in addresses]
+    lines = [f"vkey {v}\n" for v in vkeys] + [f"listening on {u}\n" for u in urls]
     out = sys.stdout.buffer
-    out.write(text.encode("utf-8"))
+    out.write("".join(lines).encode("utf-8"))
     out.flush()
+    logger.info(json.dumps({"event": "start", "listen": urls, "vkeys": vkeys, **extra}))
 
 
 def _url(host: str, port: int) -> str:
@@ -151,9 +158,7 @@ async def _serve_one(
     logger: logging.Logger,
 ) -> None:
     def started(runner: web.AppRunner) -> None:
-        urls = [_url(a[0], a[1]) for a in runner.addresses]
-        _write("".join(f"vkey {v}\n" for v in vkeys) + "".join(f"listening on {u}\n" for u in urls))
-        logger.info(json.dumps({"event": "start", "listen": urls, "vkeys": vkeys}))
+        _announce(runner.addresses, vkeys, logger)
 
     await _serve_sites(
         factory,
@@ -338,16 +343,7 @@ def _supervise(
                     continue
                 announced = True
                 if ready >= workers:
-                    url = [_url(s.getsockname()[0], s.getsockname()[1]) for s in held]
-                    _write(
-                        "".join(f"vkey {v}\n" for v in vkeys)
-                        + "".join(f"listening on {u}\n" for u in url)
-                    )
-                    logger.info(
-                        json.dumps(
-                            {"event": "start", "listen": url, "vkeys": vkeys, "workers": workers}
-                        )
-                    )
+                    _announce([s.getsockname() for s in held], vkeys, logger, workers=workers)
                 continue
             try:
                 pid, wait_status = os.wait()
