@@ -81,7 +81,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 from store.api import Append, JournalStore
 from store.errors import (
@@ -95,7 +95,9 @@ from store.errors import (
     RunSealedError,
 )
 from store.open import init_store, open_store
+from tlog import clirun
 from tlog.checkpoint import Checkpoint
+from tlog.clirun import Exit, add_verb, command_parser, run
 from tlog.encoding import b64encode, parse_decimal
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.journal import (
@@ -117,9 +119,9 @@ from tlog.merkle import leaf_hash, verify_inclusion
 from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, check_key_name, parse_note
 from tlog.proof import TlogProof
 
-EXIT_OK = 0
-EXIT_UNVERIFIED = 1
-EXIT_BAD_INPUT = 2
+EXIT_OK = clirun.EXIT_OK
+EXIT_UNVERIFIED = clirun.EXIT_UNVERIFIED
+EXIT_BAD_INPUT = clirun.EXIT_BAD_INPUT
 EXIT_REFUSED = 3
 EXIT_BACKEND = 4
 
@@ -925,17 +927,6 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 # --- argument parsing ----------------------------------------------------------------------------
 
 
-class _ArgumentError(UsageError):
-    """A command line argparse refuses."""
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgumentError(message)
-
-
 _EPILOG_MAIN = """\
 Run 'tlog-store VERB --help' for the formats and examples of a verb.
 
@@ -1204,15 +1195,7 @@ def _add_parser(
     key: bool = False,
     json_flag: bool = True,
 ) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    p.set_defaults(func=func)
+    p = add_verb(subparsers, name, help_text, epilog, func)
     g = p.add_argument_group("store options")
     where = g.add_mutually_exclusive_group()
     where.add_argument("--db", metavar="PATH", help=f"SQLite store file (env {ENV_DB})")
@@ -1238,14 +1221,11 @@ def _add_parser(
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tlog-store`` command."""
-    parser = _ArgumentParser(
-        prog="tlog-store",
-        description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
-        epilog=_EPILOG_MAIN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
+    parser, verbs = command_parser(
+        "tlog-store",
+        "A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
+        _EPILOG_MAIN,
     )
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     p = _add_parser(verbs, "init", "initialise a store", _EPILOG_INIT, _cmd_init, key=True)
     p.add_argument("--origin", required=True, metavar="ORIGIN", help="base origin of the logs")
@@ -1383,69 +1363,35 @@ _VERBS = (
 )  # fmt: skip
 
 
-def _one_line(message: str) -> str:
-    return message.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _error(verb: str | None, message: str) -> None:
-    prefix = f"tlog-store: {verb}: " if verb else "tlog-store: "
-    line = prefix + _one_line(message) + "\n"
-    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
-    sys.stderr.flush()
-
-
-def _os_message(e: OSError) -> str:
-    if e.filename is not None and e.strerror:
-        return f"{os.fsdecode(e.filename)}: {e.strerror}"
-    return str(e)
-
-
-_REFUSALS = (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError)
+_STATUSES = (
+    # Not a failure to retry blindly: the commit's fate is unknown.
+    Exit(
+        CommitUnknownError,
+        EXIT_BACKEND,
+        lambda e: f"the write may or may not have been written (read back before retrying): {e}",
+    ),
+    Exit(BackendError, EXIT_BACKEND),
+    Exit((CorruptError, VerificationError), EXIT_UNVERIFIED),
+    Exit(
+        (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError),
+        EXIT_REFUSED,
+    ),
+)
+"""How ``tlog-store``'s own exceptions map to exit statuses, checked in this order before the
+common rules of :mod:`tlog.clirun`."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-store`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    This is the one place where exceptions become exit statuses, each with one line on
-    standard error: CorruptError and VerificationError → 1; MalformedError, UsageError,
-    OSError, UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
+    This is the one place where exceptions become exit statuses (:data:`_STATUSES`, then the
+    common rules of :func:`tlog.clirun.run`), each with one line on standard error:
+    CorruptError and VerificationError → 1; MalformedError, UsageError, OSError,
+    UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
     LeaseNotHeldError, DuplicateEffectError, RunSealedError → 3; BackendError and
     CommitUnknownError → 4. ``--help`` exits 0 through SystemExit, as argparse does.
     """
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
-    try:
-        args = build_parser().parse_args(args_list)
-        status: int = args.func(args)
-        return status
-    except CommitUnknownError as e:
-        # Not a failure to retry blindly: the commit's fate is unknown.
-        _error(verb, f"the write may or may not have been written (read back before retrying): {e}")
-        return EXIT_BACKEND
-    except BackendError as e:
-        _error(verb, str(e))
-        return EXIT_BACKEND
-    except (CorruptError, VerificationError) as e:
-        _error(verb, str(e))
-        return EXIT_UNVERIFIED
-    except _REFUSALS as e:
-        _error(verb, str(e))
-        return EXIT_REFUSED
-    except BrokenPipeError:
-        # The reader went away (tlog-store ... | head): nothing to report. Point stdout at
-        # /dev/null so that the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        _error(verb, _os_message(e))
-        return EXIT_BAD_INPUT
-    except _ArgumentError as e:
-        _error(verb, f"{e} (see 'tlog-store {verb + ' ' if verb else ''}--help')")
-        return EXIT_BAD_INPUT
-    except (TlogError, UnicodeDecodeError) as e:
-        _error(verb, str(e))
-        return EXIT_BAD_INPUT
+    return run("tlog-store", _VERBS, build_parser, argv, _STATUSES)
 
 
 if __name__ == "__main__":

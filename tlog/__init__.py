@@ -12,6 +12,8 @@ One module per concept, each module docstring being the format's definition:
 * :mod:`tlog.policy` — C2SP tlog-policy files and their evaluation;
 * :mod:`tlog.tiles` — C2SP tlog-tiles paths and tile math.
 
-Nothing here does I/O except the ``tlog`` command (:mod:`tlog.cli`), which nothing imports.
+Nothing here does I/O except the ``tlog`` command (:mod:`tlog.cli`), which nothing imports, and
+:mod:`tlog.clirun`, the command-line plumbing (one error line on stderr, the exit statuses)
+that all four commands share.
 Errors are the small hierarchy of :mod:`tlog.errors`.
 """

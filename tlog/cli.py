@@ -1,6 +1,7 @@
 """The ``tlog`` command: keys, signed notes, Merkle roots and proofs from the shell.
 
-This is the only module of package :mod:`tlog` that does I/O; every format is parsed and
+This module and its command-line plumbing (:mod:`tlog.clirun`, shared with the other
+commands) are the only modules of package :mod:`tlog` that do I/O; every format is parsed and
 produced by the pure modules it calls. Verbs::
 
     tlog keygen NAME --out FILE|- [--type ed25519|cosignature/v1|mldsa44]
@@ -58,11 +59,13 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
+from tlog import clirun
 from tlog.checkpoint import Checkpoint
+from tlog.clirun import add_verb, command_parser, run
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
@@ -71,7 +74,7 @@ from tlog.cosignature import (
     timestamp_of,
 )
 from tlog.encoding import b64encode, parse_decimal, parse_hash
-from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
+from tlog.errors import MalformedError, UsageError
 from tlog.keys import TYPE_NAMES, AnySigner, format_vkey, generate_key, parse_signer_key, parse_vkey
 from tlog.merkle import (
     MemoryHashStore,
@@ -93,9 +96,9 @@ from tlog.note import (
     sign_note,
 )
 
-EXIT_OK = 0
-EXIT_UNVERIFIED = 1
-EXIT_BAD_INPUT = 2
+EXIT_OK = clirun.EXIT_OK
+EXIT_UNVERIFIED = clirun.EXIT_UNVERIFIED
+EXIT_BAD_INPUT = clirun.EXIT_BAD_INPUT
 
 MAX_KEY_FILE_SIZE = 1 << 16
 """Largest key file read; a signer key is well under 100 bytes."""
@@ -468,17 +471,6 @@ def _cmd_check_consistency(args: argparse.Namespace) -> int:
 # --- argument parsing ----------------------------------------------------------------------------
 
 
-class _ArgumentError(UsageError):
-    """A command line argparse refuses."""
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgumentError(message)
-
-
 _EPILOG_MAIN = """\
 Run 'tlog VERB --help' for the formats and examples of a verb. FILE arguments that are absent
 or - are standard input. Exit status: 0 ok, 1 does not verify, 2 bad input or usage; every
@@ -577,26 +569,6 @@ examples:
 """
 
 
-def _add_parser(
-    subparsers: Any,
-    name: str,
-    help_text: str,
-    epilog: str,
-    func: Callable[[argparse.Namespace], int] | None,
-) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    if func is not None:
-        p.set_defaults(func=func)
-    return p
-
-
 def _leaf_file_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help="leaf hash file (default: stdin)")
     p.add_argument("--hex", action="store_true", help="leaf hashes are lowercase hex")
@@ -606,30 +578,25 @@ def _leaf_file_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tlog`` command."""
-    parser = _ArgumentParser(
-        prog="tlog",
-        description="Transparency-log tools: keys, signed notes, Merkle roots and proofs.",
-        epilog=_EPILOG_MAIN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
+    parser, verbs = command_parser(
+        "tlog", "Transparency-log tools: keys, signed notes, Merkle roots and proofs.", _EPILOG_MAIN
     )
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = _add_parser(verbs, "keygen", "generate a signer key", _EPILOG_KEYGEN, _cmd_keygen)
+    p = add_verb(verbs, "keygen", "generate a signer key", _EPILOG_KEYGEN, _cmd_keygen)
     p.add_argument("name", metavar="NAME", help="key name, e.g. example.com/log")
     p.add_argument("--type", choices=list(_TYPES_BY_NAME), default="ed25519", help="key type")
     p.add_argument("--out", required=True, metavar="FILE", help="new key file, or - for stdout")
 
-    p = _add_parser(verbs, "vkey", "print the vkey of a signer key", _EPILOG_VKEY, _cmd_vkey)
+    p = add_verb(verbs, "vkey", "print the vkey of a signer key", _EPILOG_VKEY, _cmd_vkey)
     p.add_argument("keyfile", metavar="KEYFILE", help="signer key file, or - for stdin")
 
-    p = _add_parser(verbs, "sign", "sign note text or add a signature", _EPILOG_SIGN, _cmd_sign)
+    p = add_verb(verbs, "sign", "sign note text or add a signature", _EPILOG_SIGN, _cmd_sign)
     p.add_argument("--key", required=True, metavar="KEYFILE", help="signer key file")
     p.add_argument("--time", metavar="T", help="cosignature timestamp (cosignature keys only)")
     p.add_argument("--text", action="store_true", help="sign the input as note text")
     p.add_argument("file", nargs="?", metavar="FILE", help="text or note (default: stdin)")
 
-    p = _add_parser(verbs, "open", "verify a signed note", _EPILOG_OPEN, _cmd_open)
+    p = add_verb(verbs, "open", "verify a signed note", _EPILOG_OPEN, _cmd_open)
     p.add_argument("--vkey", action="append", default=[], metavar="VKEY", help="a trusted key")
     p.add_argument(
         "--vkey-file",
@@ -642,18 +609,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p.add_argument("file", nargs="?", metavar="FILE", help="signed note (default: stdin)")
 
-    p = _add_parser(verbs, "root", "Merkle tree root of leaf hashes", _EPILOG_ROOT, _cmd_root)
+    p = add_verb(verbs, "root", "Merkle tree root of leaf hashes", _EPILOG_ROOT, _cmd_root)
     _leaf_file_args(p)
 
-    p = _add_parser(verbs, "prove", "inclusion or consistency proof", _EPILOG_PROVE, _cmd_prove)
+    p = add_verb(verbs, "prove", "inclusion or consistency proof", _EPILOG_PROVE, _cmd_prove)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--index", metavar="I", help="inclusion proof of leaf I")
     which.add_argument("--old", metavar="M", help="consistency proof from size M")
     _leaf_file_args(p)
 
-    p = _add_parser(verbs, "check", "verify a proof", _EPILOG_CHECK, None)
+    p = add_verb(verbs, "check", "verify a proof", _EPILOG_CHECK, None)
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
-    q = _add_parser(
+    q = add_verb(
         kinds, "inclusion", "verify an inclusion proof", _EPILOG_CHECK, _cmd_check_inclusion
     )
     q.add_argument("--index", required=True, metavar="I", help="leaf index")
@@ -661,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--leaf", required=True, metavar="HASH", help="leaf hash (base64)")
     q.add_argument("--root", required=True, metavar="ROOT", help="root at size N (base64)")
     q.add_argument("file", nargs="?", metavar="PROOF_FILE", help="proof (default: stdin)")
-    q = _add_parser(
+    q = add_verb(
         kinds, "consistency", "verify a consistency proof", _EPILOG_CHECK, _cmd_check_consistency
     )
     q.add_argument("--old", required=True, metavar="M", help="old tree size")
@@ -675,54 +642,15 @@ def build_parser() -> argparse.ArgumentParser:
 _VERBS = ("keygen", "vkey", "sign", "open", "root", "prove", "check")
 
 
-def _one_line(message: str) -> str:
-    return message.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _error(verb: str | None, message: str) -> None:
-    prefix = f"tlog: {verb}: " if verb else "tlog: "
-    line = prefix + _one_line(message) + "\n"
-    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
-    sys.stderr.flush()
-
-
-def _os_message(e: OSError) -> str:
-    if e.filename is not None and e.strerror:
-        return f"{os.fsdecode(e.filename)}: {e.strerror}"
-    return str(e)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tlog`` command with ``argv`` (default: ``sys.argv[1:]``); return the status.
 
-    This is the one place where exceptions become exit statuses: VerificationError → 1;
-    TlogError (MalformedError, UsageError), OSError and UnicodeDecodeError → 2; each with one
-    line on standard error. ``--help`` exits 0 through SystemExit, as argparse does.
+    This is the one place where exceptions become exit statuses (:func:`tlog.clirun.run`, with
+    no rule of its own): VerificationError → 1; TlogError (MalformedError, UsageError), OSError
+    and UnicodeDecodeError → 2; each with one line on standard error. ``--help`` exits 0
+    through SystemExit, as argparse does.
     """
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
-    try:
-        args = build_parser().parse_args(args_list)
-        status: int = args.func(args)
-        return status
-    except VerificationError as e:
-        _error(verb, str(e))
-        return EXIT_UNVERIFIED
-    except BrokenPipeError:
-        # The reader went away (tlog ... | head): not an input error, nothing to report. Point
-        # stdout at /dev/null so that the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        _error(verb, _os_message(e))
-        return EXIT_BAD_INPUT
-    except _ArgumentError as e:
-        _error(verb, f"{e} (see 'tlog {verb + ' ' if verb else ''}--help')")
-        return EXIT_BAD_INPUT
-    except (TlogError, UnicodeDecodeError) as e:
-        _error(verb, str(e))
-        return EXIT_BAD_INPUT
+    return run("tlog", _VERBS, build_parser, argv)
 
 
 if __name__ == "__main__":

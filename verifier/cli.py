@@ -53,8 +53,9 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import TextIO
 
+from tlog.clirun import Exit, add_verb, command_parser, run, write_error
 from tlog.encoding import parse_decimal, parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.policy import DEFAULT_MAX_SKEW, Log, Policy, TimePolicy
@@ -72,6 +73,8 @@ MAX_POLICY_SIZE = 1 << 20
 
 MAX_SINCE_SIZE = 1 << 20
 """Largest kept checkpoint read (a note is at most 1 MiB)."""
+
+PROG = "tlog-verify"
 
 _VERBS = ("export", "proof", "checkpoint", "consistency")
 
@@ -340,17 +343,6 @@ def _add_inputs(report: Report, args: argparse.Namespace) -> None:
 # --- argument parsing ----------------------------------------------------------------------------
 
 
-class _ArgumentError(UsageError):
-    """A command line argparse refuses."""
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgumentError(message)
-
-
 _EPILOG_MAIN = """\
 Run 'tlog-verify VERB --help' for what each verb checks. docs/auditor-guide.md explains the
 checks, what "valid" means and does not mean, policies, time rules, --since and the JSON
@@ -446,25 +438,6 @@ examples:
 """
 
 
-def _add_parser(
-    subparsers: Any,
-    name: str,
-    help_text: str,
-    epilog: str,
-    func: Callable[[argparse.Namespace], Report],
-) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    p.set_defaults(func=func)
-    return p
-
-
 def _trust_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("trust")
     g.add_argument("--policy", metavar="FILE", help="tlog-policy file (logs, witnesses, quorum)")
@@ -498,16 +471,13 @@ def _record_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``tlog-verify``."""
-    parser = _ArgumentParser(
-        prog="tlog-verify",
-        description="Verify, offline, exports, tlog-proofs and checkpoints against a policy.",
-        epilog=_EPILOG_MAIN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
+    parser, verbs = command_parser(
+        PROG,
+        "Verify, offline, exports, tlog-proofs and checkpoints against a policy.",
+        _EPILOG_MAIN,
     )
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = _add_parser(verbs, "export", "verify a journal export", _EPILOG_EXPORT, _cmd_export)
+    p = add_verb(verbs, "export", "verify a journal export", _EPILOG_EXPORT, _cmd_export)
     p.add_argument("file", metavar="FILE", help="the export (- for standard input)")
     _trust_args(p)
     _record_args(p)
@@ -521,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", metavar="N", help="processes to use (default: the CPUs)")
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
 
-    p = _add_parser(verbs, "proof", "verify a tlog-proof of one run", _EPILOG_PROOF, _cmd_proof)
+    p = add_verb(verbs, "proof", "verify a tlog-proof of one run", _EPILOG_PROOF, _cmd_proof)
     p.add_argument("file", metavar="FILE", help="the tlog-proof file (- for standard input)")
     _trust_args(p)
     _record_args(p)
@@ -529,14 +499,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", metavar="HASH", help="the run head you expect (base64)")
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
 
-    p = _add_parser(
+    p = add_verb(
         verbs, "checkpoint", "verify a signed checkpoint", _EPILOG_CHECKPOINT, _cmd_checkpoint
     )
     p.add_argument("file", metavar="NOTE", help="the checkpoint note (- for standard input)")
     _trust_args(p)
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
 
-    p = _add_parser(
+    p = add_verb(
         verbs,
         "consistency",
         "verify two checkpoints and the proof between them",
@@ -564,13 +534,6 @@ def _parser() -> argparse.ArgumentParser:
 # --- main ----------------------------------------------------------------------------------------
 
 
-def _error(verb: str | None, message: str) -> None:
-    prefix = f"tlog-verify: {verb}: " if verb else "tlog-verify: "
-    line = prefix + message.replace("\r", "\\r").replace("\n", "\\n") + "\n"
-    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
-    sys.stderr.flush()
-
-
 def _write(text: str) -> None:
     sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
     sys.stdout.flush()
@@ -585,48 +548,47 @@ def _unusable(verb: str, e: BaseException) -> Failure:
     return Failure("input", f.message, f.input, f.line, f.run, f.seq, f.checkpoint_size)
 
 
+def _judge(args: argparse.Namespace) -> int:
+    """Run the verb, print its report and return its status (0, 1 or 2).
+
+    An exception escaping the verb is reported as the unusable input it makes (status 2), but
+    for a closed standard output and KeyboardInterrupt, which :func:`main`'s table maps.
+    """
+    verb: str = args.verb
+    want_json: bool = args.json
+    try:
+        report: Report = args.func(args)
+    except Exception as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        report = Report(verb)
+        report.fail(_unusable(verb, e))
+    if report.failure is not None:
+        where = report.failure.location()
+        state = report.verdict.upper()
+        write_error(PROG, verb, f"{state}: {where + ': ' if where else ''}{report.failure.message}")
+    if want_json:
+        _write(report.render_json())
+    elif report.status != EXIT_UNUSABLE:
+        _write(report.render_text())
+    return report.status
+
+
+_STATUSES = (Exit(KeyboardInterrupt, 130, lambda e: "interrupted"),)  # the shell's 128 + SIGINT
+"""How ``tlog-verify`` maps the exceptions :func:`_judge` lets through, before the common
+rules of :mod:`tlog.clirun` (argparse errors, a closed standard output: 2)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-verify`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    The one place where exceptions become statuses: a verb returns its report (0 or 1);
-    UsageError, OSError and any other escaping exception give 2 with one line on standard
-    error (and, with ``--json``, a report whose failure says why). ``--help`` exits 0 through
-    SystemExit, as argparse does.
+    The one place where exceptions become statuses (:func:`_judge`, :data:`_STATUSES`, then the
+    common rules of :func:`tlog.clirun.run`): a verb returns its report (0 or 1); UsageError,
+    OSError and any other escaping exception give 2 with one line on standard error (and,
+    with ``--json``, a report whose failure says why); KeyboardInterrupt gives 130. ``--help``
+    exits 0 through SystemExit, as argparse does.
     """
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
-    try:
-        args = _parser().parse_args(args_list)
-    except _ArgumentError as e:
-        _error(verb, f"{e} (see 'tlog-verify {verb + ' ' if verb else ''}--help')")
-        return EXIT_UNUSABLE
-    verb = args.verb
-    want_json: bool = args.json
-    try:
-        try:
-            report: Report = args.func(args)
-        except KeyboardInterrupt:
-            _error(verb, "interrupted")
-            return 130
-        except Exception as e:
-            if isinstance(e, BrokenPipeError):
-                raise
-            report = Report(verb)
-            report.fail(_unusable(verb, e))
-        if report.failure is not None:
-            where = report.failure.location()
-            state = report.verdict.upper()
-            _error(verb, f"{state}: {where + ': ' if where else ''}{report.failure.message}")
-        if want_json:
-            _write(report.render_json())
-        elif report.status != EXIT_UNUSABLE:
-            _write(report.render_text())
-        return report.status
-    except BrokenPipeError:
-        # The reader went away (tlog-verify ... | head): nothing more to report.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_UNUSABLE
+    return run(PROG, _VERBS, _parser, argv, _STATUSES, call=_judge)
 
 
 if __name__ == "__main__":

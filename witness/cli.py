@@ -78,8 +78,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from tlog import clirun
+from tlog.clirun import Exit, add_verb, command_parser, run
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
@@ -87,7 +89,7 @@ from tlog.cosignature import (
     SubtreeV1Signer,
 )
 from tlog.encoding import MAX_INT63, b64encode, parse_decimal
-from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
+from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.keys import TYPE_NAMES, SignerKey, generate_key, parse_signer_key
 from tlog.note import check_key_name
 from witness.config import (
@@ -121,9 +123,9 @@ from witness.state import Evidence, WitnessState
 if TYPE_CHECKING:
     from aiohttp import web
 
-EXIT_OK = 0
-EXIT_UNVERIFIED = 1
-EXIT_BAD_INPUT = 2
+EXIT_OK = clirun.EXIT_OK
+EXIT_UNVERIFIED = clirun.EXIT_UNVERIFIED
+EXIT_BAD_INPUT = clirun.EXIT_BAD_INPUT
 EXIT_BACKEND = 4
 EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT
 
@@ -795,7 +797,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         _existing(s.db)
     logger = _request_logger()
 
-    def factory() -> tuple[web.Application, Callable[[], None]]:
+    def factory(worker: int | None) -> tuple[web.Application, Callable[[], None]]:
         state = open_state(db=s.db, postgres=s.postgres, create=False)
         try:
             app = make_app(
@@ -809,6 +811,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 config_ttl=s.config_ttl,
                 status_endpoints=s.status_endpoints,
                 logger=logger,
+                worker=worker,
             )
         except BaseException:
             state.close()
@@ -816,7 +819,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return app, state.close
 
     # The state and the settings are checked here, once, before any worker starts.
-    _, close = factory()
+    _, close = factory(None)
     close()
     if args.check:
         lines = [
@@ -848,17 +851,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --- the parser ------------------------------------------------------------------------------
-
-
-class _ArgumentError(UsageError):
-    """A command line argparse refuses."""
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are exceptions, reported by :func:`main` in one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _ArgumentError(message)
 
 
 _EPILOG_MAIN = f"""\
@@ -1064,15 +1056,7 @@ def _add_parser(
     config: bool = True,
     state: bool = True,
 ) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    p.set_defaults(func=func)
+    p = add_verb(subparsers, name, help_text, epilog, func)
     g = p.add_argument_group("state options")
     if config:
         g.add_argument("--config", metavar="FILE", help=f"witness.toml (env {ENV_CONFIG})")
@@ -1085,14 +1069,9 @@ def _add_parser(
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tlog-witness`` command."""
-    parser = _ArgumentParser(
-        prog=PROG,
-        description="A C2SP tlog-witness: cosigns checkpoints of the logs it follows.",
-        epilog=_EPILOG_MAIN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
+    parser, verbs = command_parser(
+        PROG, "A C2SP tlog-witness: cosigns checkpoints of the logs it follows.", _EPILOG_MAIN
     )
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     p = _add_parser(
         verbs, "init", "create the witness's keys, config and state", _EPILOG_INIT, _cmd_init,
@@ -1200,72 +1179,37 @@ _VERBS = (
 )  # fmt: skip
 
 
-def _one_line(message: str) -> str:
-    return message.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _error(verb: str | None, message: str) -> None:
-    prefix = f"{PROG}: {verb}: " if verb else f"{PROG}: "
-    line = prefix + _one_line(message) + "\n"
-    sys.stderr.buffer.write(line.encode("utf-8", "backslashreplace"))
-    sys.stderr.flush()
-
-
-def _os_message(e: OSError) -> str:
-    if e.filename is not None and e.strerror:
-        return f"{os.fsdecode(e.filename)}: {e.strerror}"
-    return str(e)
+_STATUSES = (
+    Exit(
+        CommitUnknownError,
+        EXIT_BACKEND,
+        lambda e: f"the write may or may not have landed (read back before retrying): {e}",
+    ),
+    Exit(CorruptStateError, EXIT_UNVERIFIED),
+    Exit((BackendError, StateError, FetchError), EXIT_BACKEND),
+    # SIGINT outside serve's event loop (which handles it as a graceful stop).
+    Exit(KeyboardInterrupt, EXIT_INTERRUPTED, lambda e: "interrupted"),
+)
+"""How ``tlog-witness``'s own exceptions map to exit statuses, checked in this order before
+the common rules of :mod:`tlog.clirun`."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-witness`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    The one place where exceptions become exit statuses, each with one line on standard
-    error: CorruptStateError and VerificationError → 1; MalformedError, UsageError, OSError,
-    UnicodeDecodeError and argparse errors → 2; BackendError, CommitUnknownError, other
-    state errors and FetchError → 4. ``--help`` exits 0 through SystemExit, as argparse does.
+    The one place where exceptions become exit statuses (:data:`_STATUSES`, then the common
+    rules of :func:`tlog.clirun.run`), each with one line on standard error:
+    CorruptStateError and VerificationError → 1; MalformedError, UsageError, OSError,
+    UnicodeDecodeError and argparse errors → 2; BackendError, CommitUnknownError, other state
+    errors and FetchError → 4; KeyboardInterrupt → 130. ``--help`` exits 0 through
+    SystemExit, as argparse does.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["conformance"]:
         from witness.conformance import conformance_main  # noqa: PLC0415 - a separate tool
 
         return conformance_main(args_list[1:])
-    verb = args_list[0] if args_list and args_list[0] in _VERBS else None
-    try:
-        args = build_parser().parse_args(args_list)
-        status: int = args.func(args)
-        return status
-    except CommitUnknownError as e:
-        _error(verb, f"the write may or may not have landed (read back before retrying): {e}")
-        return EXIT_BACKEND
-    except CorruptStateError as e:
-        _error(verb, str(e))
-        return EXIT_UNVERIFIED
-    except (BackendError, StateError, FetchError) as e:
-        _error(verb, str(e))
-        return EXIT_BACKEND
-    except VerificationError as e:
-        _error(verb, str(e))
-        return EXIT_UNVERIFIED
-    except BrokenPipeError:
-        # The reader went away (tlog-witness ... | head): nothing to report. Point stdout at
-        # /dev/null so that the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        _error(verb, _os_message(e))
-        return EXIT_BAD_INPUT
-    except _ArgumentError as e:
-        _error(verb, f"{e} (see '{PROG} {verb + ' ' if verb else ''}--help')")
-        return EXIT_BAD_INPUT
-    except (TlogError, UnicodeDecodeError) as e:
-        _error(verb, str(e))
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        # SIGINT outside serve's event loop (which handles it as a graceful stop).
-        _error(verb, "interrupted")
-        return EXIT_INTERRUPTED
+    return run(PROG, _VERBS, build_parser, args_list, _STATUSES)
 
 
 if __name__ == "__main__":
