@@ -241,16 +241,26 @@ def fetch(url: str, method: str, path: str, body: bytes | None = None) -> tuple[
 def counter(page: str, endpoint: str, code: int) -> int:
     """``witness_http_requests_total`` of one endpoint and status on a /metrics page."""
     m = re.search(
-        rf'^witness_http_requests_total{{endpoint="{endpoint}",code="{code}"}} (\d+)$',
+        rf'^witness_http_requests_total{{worker="\d+",endpoint="{endpoint}",code="{code}"}} (\d+)$',
         page,
         re.MULTILINE,
     )
     return 0 if m is None else int(m.group(1))
 
 
+def worker_label(page: str) -> str:
+    """The one ``worker`` label that every sample of a /metrics page carries."""
+    samples = [line for line in page.splitlines() if line and not line.startswith("#")]
+    labels = {m.group(1) if (m := re.search(r'[{,]worker="(\d+)"', x)) else None for x in samples}
+    assert len(labels) == 1 and None not in labels, labels
+    return str(labels.pop())
+
+
 def endpoint_total(page: str, endpoint: str) -> int:
     """``witness_http_requests_total`` of one endpoint, all statuses, on a /metrics page."""
-    pattern = rf'^witness_http_requests_total{{endpoint="{endpoint}",code="\d+"}} (\d+)$'
+    pattern = (
+        rf'^witness_http_requests_total{{worker="\d+",endpoint="{endpoint}",code="\d+"}} (\d+)$'
+    )
     return sum(int(n) for n in re.findall(pattern, page, re.MULTILINE))
 
 
@@ -291,14 +301,18 @@ def test_two_workers_serve_one_state(tmp_path: Path) -> None:
         # worker's pages count its own earlier scrapes, 0, 1, 2, ...; the two counts of
         # add-checkpoint requests add up to all of them.
         scrapes: dict[int, list[int]] = {}
+        labels_by_count: dict[int, set[str]] = {}
         for _ in range(SCRAPES):
             status, page = fetch(srv.url, "GET", "/metrics")
             assert status == 200
             text = page.decode()
-            scrapes.setdefault(counter(text, "add-checkpoint", 200), []).append(
-                counter(text, "metrics", 200)
-            )
+            count = counter(text, "add-checkpoint", 200)
+            scrapes.setdefault(count, []).append(counter(text, "metrics", 200))
+            labels_by_count.setdefault(count, set()).add(worker_label(text))
         assert len(scrapes) == WORKERS, scrapes
+        # Every sample names its worker: one label per worker, the two different.
+        named = sorted(x for labels in labels_by_count.values() for x in labels)
+        assert named == ["0", "1"], labels_by_count
         assert sum(scrapes) == ADVANCES and min(scrapes) > 0, scrapes
         for seen in scrapes.values():
             assert seen == list(range(len(seen))), scrapes
@@ -353,6 +367,43 @@ def test_sigkill_of_a_worker_stops_the_supervisor_with_status_1(tmp_path: Path) 
     ]
     assert events[-1] == {"event": "stop"}
     assert srv.printed == [f"vkey {VKEY}", f"listening on {srv.url}"]
+
+
+def test_sigterm_to_a_worker_stops_the_witness_with_status_0(tmp_path: Path) -> None:
+    """systemd's default KillMode signals every process of the unit at once: a worker that
+    stops gracefully on its own SIGTERM is a stop, not a crash — the supervisor stops the other
+    one and exits 0, with no error line."""
+    state = witness_state(tmp_path, [])
+    with supervisor(*state.args, stderr=tmp_path / "err") as srv:
+        workers = srv.workers()
+        os.kill(workers[0], signal.SIGTERM)
+        assert srv.proc.wait(timeout=20) == 0, srv.lines()
+        srv.rest_of_stdout()
+    assert not any(running(pid) for pid in workers.values())
+    assert srv.messages() == []
+    stops = [e for e in srv.events() if e.get("event") == "worker-stop"]
+    assert sorted(e["worker"] for e in stops) == [0, 1]
+    assert srv.events()[-1] == {"event": "stop"}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_second_witness_cannot_share_the_port(tmp_path: Path, workers: int) -> None:
+    """The workers listen with SO_REUSEPORT, which would let another process of the same user
+    join their port and take half of the connections with its own key and state: a second
+    serve on that port is refused (exit 2, one line), whatever its number of workers."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = witness_state(tmp_path / "a", [])
+    second = witness_state(tmp_path / "b", [])
+    with supervisor(*first.args, stderr=tmp_path / "err") as srv:
+        listen = f"127.0.0.1:{srv.port}"
+        proc = cli("serve", *second.args, "--listen", listen, "--workers", str(workers))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.decode() == (
+            f"tlog-witness: serve: cannot listen on {listen}: Address already in use\n"
+        )
+        assert proc.stdout == b""
+        assert srv.proc.poll() is None  # the first one still serves
 
 
 def test_sigkill_of_the_supervisor_stops_the_workers_and_frees_the_port(tmp_path: Path) -> None:

@@ -213,7 +213,8 @@ _INFO = web.RequestKey("witness_info", dict)
 class _Metrics:
     """Prometheus counters and histograms, kept in memory, written by hand (text format 0.0.4)."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: int | None = None) -> None:
+        self.worker = worker
         self.requests: dict[tuple[str, int], int] = {}
         self.buckets: dict[str, list[int]] = {}
         self.sums: dict[str, float] = {}
@@ -276,6 +277,16 @@ class _Metrics:
             "# TYPE witness_evidence_total counter",
             f"witness_evidence_total {self.evidence}",
         ]
+        if self.worker is not None:
+            label = f'worker="{self.worker}"'
+            out = [
+                line
+                if line.startswith("#")
+                else line.replace("{", "{" + label + ",", 1)
+                if "{" in line
+                else line.replace(" ", "{" + label + "} ", 1)
+                for line in out
+            ]
         return "\n".join(out) + "\n"
 
 
@@ -414,6 +425,7 @@ class _Witness:
         clock: Clock,
         config_ttl: float,
         logger: logging.Logger,
+        worker: int | None = None,
     ) -> None:
         self.state = state
         self.signers = tuple(signers)
@@ -437,7 +449,7 @@ class _Witness:
         self.commits = _GroupCommit(state)
         self.origins: dict[str, str] = {}  # origin hash -> origin (monitoring)
         self.origins_loaded = -math.inf
-        self.metrics = _Metrics()
+        self.metrics = _Metrics(worker)
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -856,6 +868,7 @@ def make_app(
     config_ttl: float = 5.0,
     status_endpoints: bool = True,
     logger: logging.Logger | None = None,
+    worker: int | None = None,
 ) -> web.Application:
     """The witness's aiohttp application (see the module docstring for what it serves).
 
@@ -864,7 +877,9 @@ def make_app(
     gives cosignature timestamps, quota days and evidence times; ``config_ttl`` bounds how
     often an unknown monitoring hash reloads the log list; ``status_endpoints=False`` hides
     ``/`` and ``/metrics``; ``logger`` receives the JSON request lines (default: the
-    ``witness.server`` logger). The caller owns ``state`` (and closes it).
+    ``witness.server`` logger); ``worker`` labels every ``/metrics`` sample ``worker="N"``
+    (one of several server processes: :mod:`witness.serving`). The caller owns ``state`` (and
+    closes it).
 
     Requires: at least one signer, every signer named ``name`` with a distinct key, of type
     0x04 or 0x06; prefixes ``""`` or ``/path`` without a trailing slash; ``max_body`` > 0 and
@@ -899,6 +914,7 @@ def make_app(
         clock=clock,
         config_ttl=config_ttl,
         logger=logger or logging.getLogger(LOGGER_NAME),
+        worker=worker,
     )
     app = web.Application(middlewares=[witness.middleware], client_max_size=max_body)
     app.router.add_post(f"{sub}/add-checkpoint", witness.add_checkpoint, name="add-checkpoint")

@@ -30,8 +30,9 @@ manager restarts the whole witness. A worker whose supervisor dies gets SIGTERM 
 ``PR_SET_PDEATHSIG``; elsewhere it notices within a second) and stops.
 
 Per-process things: ``/metrics`` counts the requests of the worker that answers the scrape,
-and every worker writes its own JSON request lines to the inherited stderr (each line one
-``write``).
+every sample labelled ``worker="N"`` (so that a scraper sees one series per worker, not one
+counter that keeps going back); every worker writes its own JSON request lines to the
+inherited stderr (each line one ``write``).
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ from witness.config import format_listen
 
 __all__ = ["AppFactory", "serve"]
 
-AppFactory = Callable[[], tuple[web.Application, Callable[[], None]]]
-"""Opens the state and builds the application; returns it with the function that closes the
-state. Called once per process that serves (after the fork, in a worker)."""
+AppFactory = Callable[[int | None], tuple[web.Application, Callable[[], None]]]
+"""Opens the state and builds the application for worker N (None: the one process); returns
+it with the function that closes the state. Called once per process that serves (after the
+fork, in a worker)."""
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PARENT_POLL = 1.0  # seconds between checks that the supervisor is alive, without prctl
@@ -118,6 +120,7 @@ def serve(
 
 async def _serve_sites(
     factory: AppFactory,
+    worker: int | None,
     shutdown_timeout: float,
     make_sites: Callable[[web.AppRunner], list[web.BaseSite]],
     started: Callable[[web.AppRunner], None],
@@ -125,14 +128,17 @@ async def _serve_sites(
     stop_event: dict[str, object],
     extra_stop: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
-    app, close = factory()
+    app, close = factory(worker)
     try:
         # access_log=None: the application logs its own JSON line per request.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
         await runner.setup()
         try:
             for site in make_sites(runner):
-                await site.start()
+                try:
+                    await site.start()
+                except OSError as e:
+                    raise _cannot_listen(site.name.removeprefix("http://"), e) from None
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -162,6 +168,7 @@ async def _serve_one(
 
     await _serve_sites(
         factory,
+        None,
         shutdown_timeout,
         lambda runner: [web.TCPSite(runner, host, port)],
         started,
@@ -188,11 +195,18 @@ def _addresses(host: str, port: int) -> list[tuple[int, Any]]:
     return out
 
 
-def _bound(family: int, sockaddr: Any, *, listen: bool) -> socket.socket:
+def _cannot_listen(where: str, e: OSError) -> UsageError:
+    # asyncio's own message repeats the address; the errno's text is the reason.
+    reason = os.strerror(e.errno) if e.errno else str(e)
+    return UsageError(f"cannot listen on {where}: {reason}")
+
+
+def _bound(family: int, sockaddr: Any, *, listen: bool, reuse_port: bool = True) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(sockaddr)
@@ -206,7 +220,12 @@ def _bound(family: int, sockaddr: Any, *, listen: bool) -> socket.socket:
 
 
 def _reserve(host: str, port: int) -> list[socket.socket]:
-    """Bind (not listen) every address of ``host``; with port 0, one port for all."""
+    """Bind (not listen) every address of ``host``; with port 0, one port for all.
+
+    Each address is first bound by a probe socket *without* ``SO_REUSEPORT``, which fails if
+    anything listens there — in particular another witness's workers, whose own
+    ``SO_REUSEPORT`` sockets would otherwise let a second witness join their port and answer
+    half of its connections with another key and another state."""
     held: list[socket.socket] = []
     try:
         for family, resolved in _addresses(host, port):
@@ -214,9 +233,11 @@ def _reserve(host: str, port: int) -> list[socket.socket]:
             if port == 0 and held:
                 sockaddr = (resolved[0], held[0].getsockname()[1], *resolved[2:])
             try:
+                with _bound(family, sockaddr, listen=False, reuse_port=False) as probe:
+                    sockaddr = (sockaddr[0], probe.getsockname()[1], *sockaddr[2:])
                 held.append(_bound(family, sockaddr, listen=False))
             except OSError as e:
-                raise UsageError(f"cannot listen on {format_listen(host, port)}: {e}") from None
+                raise _cannot_listen(format_listen(host, port), e) from None
     except BaseException:
         for s in held:
             s.close()
@@ -267,6 +288,7 @@ def _worker(
         _run(
             _serve_sites(
                 factory,
+                index,
                 shutdown_timeout,
                 sites,
                 started,
@@ -353,7 +375,11 @@ def _supervise(
                 continue
             index = children.pop(pid)
             code = os.waitstatus_to_exitcode(wait_status)
-            if not stopping:
+            if not stopping and code == 0:
+                # It stopped gracefully: it was sent SIGTERM itself (systemd's default
+                # KillMode signals every process of the unit at once). Stop the others.
+                on_signal(signal.SIGTERM, None)
+            elif not stopping:
                 how = f"signal {-code}" if code < 0 else f"status {code}"
                 print(
                     f"tlog-witness: worker {index} (pid {pid}) exited with {how}; stopping",
