@@ -386,6 +386,24 @@ def test_sigterm_to_a_worker_stops_the_witness_with_status_0(tmp_path: Path) -> 
     assert srv.events()[-1] == {"event": "stop"}
 
 
+def test_sigterm_to_the_workers_then_the_supervisor_exits_0(tmp_path: Path) -> None:
+    """The workers stop on their own SIGTERM; the supervisor's own SIGTERM, arriving while it
+    stops or exits, must not kill it with status 143 instead of its 0 (five tries: the race
+    is in the timing)."""
+    state = witness_state(tmp_path, [])
+    for attempt in range(5):
+        with supervisor(*state.args, stderr=tmp_path / f"err{attempt}") as srv:
+            workers = srv.workers()
+            for pid in workers.values():
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(0.02 * attempt)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(srv.proc.pid, signal.SIGTERM)
+            assert srv.proc.wait(timeout=20) == 0, (attempt, srv.lines())
+            srv.rest_of_stdout()
+        assert srv.messages() == []
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_second_witness_cannot_share_the_port(tmp_path: Path, workers: int) -> None:
     """The workers listen with SO_REUSEPORT, which would let another process of the same user

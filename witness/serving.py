@@ -112,10 +112,16 @@ def serve(
     """
     if workers < 1:
         raise UsageError("workers must be at least 1")
-    if workers == 1:
-        _run(_serve_one(factory, host, port, shutdown_timeout, vkeys, logger))
-        return 0
-    return _supervise(factory, host, port, workers, shutdown_timeout, vkeys, logger)
+    try:
+        if workers == 1:
+            _run(_serve_one(factory, host, port, shutdown_timeout, vkeys, logger))
+            return 0
+        return _supervise(factory, host, port, workers, shutdown_timeout, vkeys, logger)
+    finally:
+        # Stopped: a further SIGTERM (a service manager signalling every process, a second
+        # Ctrl-C) must not kill the interpreter on its way out, with status 143 for 0.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 async def _serve_sites(
