@@ -343,7 +343,7 @@ def _read_witness_key(path: str) -> SignerKey:
     if key.key_type not in (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1):
         kind = TYPE_NAMES.get(key.key_type, "unknown")
         raise UsageError(
-            f"key file {path} holds a {kind} key (type 0x{key.key_type:02x}); a witness signs"
+            f"key file {path} holds a key of type {kind} (0x{key.key_type:02x}); a witness signs"
             " with a cosignature/v1 (0x04) or ML-DSA-44 (0x06) key: make them with"
             f" '{PROG} init' or 'tlog keygen --type cosignature/v1'"
         )

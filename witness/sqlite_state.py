@@ -79,7 +79,14 @@ class SQLiteDialect(Dialect):
         # One descriptor per handle and process: flock excludes open file descriptions, and a
         # descriptor inherited across fork() would be shared with the child.
         if self._lock_fd is None or self._lock_pid != os.getpid():
-            self._lock_fd = os.open(f"{self.path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            lock_path = f"{self.path}-writer.lock"
+            try:
+                self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as e:
+                raise UsageError(
+                    f"{lock_path}: {e.strerror or e} (the writers' lock file of {self.path}:"
+                    " the database's directory must exist and be writable)"
+                ) from None
             self._lock_pid = os.getpid()
         fd = self._lock_fd
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -104,7 +111,16 @@ class SQLiteDialect(Dialect):
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = self._wal(conn)
+            try:
+                mode = self._wal(conn)
+            except sqlite3.OperationalError as e:
+                if _errorname(e).startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+                    # WAL needs the -wal and -shm files beside the database.
+                    raise UsageError(
+                        f"{self.path}: cannot open the database for writing ({e}): the file and"
+                        " its directory must be writable (SQLite keeps -wal and -shm files there)"
+                    ) from None
+                raise
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"journal mode is {mode}, WAL is needed")
             conn.execute("PRAGMA synchronous = FULL")
