@@ -1104,7 +1104,9 @@ from the size it holds. Verified cosignatures are merged into the kept checkpoin
 line per witness -- 'witness URL STATUS: details', STATUS being cosigned, alarm, conflict,
 rejected, busy, unavailable, bad-response, error or timeout -- then the kept note.
 --policy FILE is a C2SP tlog-policy whose quorum must be met by the kept note (if it lists
-logs, this log's vkey must be one); without it every witness must cosign. --timeout S (whole
+logs, this log's vkey must be one); without it every witness must cosign. The quorum is judged
+on the kept note, which also holds the cosignatures of earlier publishes of the same checkpoint:
+a witness unavailable now still counts if it cosigned this checkpoint before. --timeout S (whole
 seconds, default 10) bounds the whole exchange. Exit 1 -- after printing, with the note and
 whatever cosignatures came kept -- when the quorum is not met or a witness raised an alarm: a
 witness holding a larger tree than this log (a split view or a local rollback), or a 422 (a
