@@ -68,6 +68,7 @@ from witness.config import (
     starter_config,
 )
 from witness.open import open_state
+from witness.sqlstate import BackendError, SQLState
 from witness.state import Cosigned
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -451,6 +452,39 @@ def test_serve_port_in_use_is_one_line_exit_2(tmp_path: Path) -> None:
     err = proc.stderr.decode()
     assert err.startswith("tlog-witness: serve: ") and err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+def test_request_cut_off_at_sigterm_is_logged_server_stopping(tmp_path: Path) -> None:
+    """A handler still waiting for its body when SIGTERM's shutdown_timeout runs out is cancelled
+    by the server: logged 499 with error "server stopping" (not "client disconnected"), no
+    response, exit 0."""
+    wdir = tmp_path / "w"
+    cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
+    config = str(wdir / "witness.toml")
+    cli_ok("add-log", ORIGIN, "--key", Log().vkey, "--config", config)
+    args = ["--config", config, "--listen", "127.0.0.1:0", "--shutdown-timeout", "0.5"]
+    args += ["--read-timeout", "60"]  # the body deadline must not end the request first
+    with serving(*args, stderr=tmp_path / "e") as srv:
+        host, port = srv.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=20) as conn:
+            # "Expect: 100-continue": aiohttp answers it right before calling the handler, so
+            # once the 100 is read the request is in flight, waiting for the rest of its body.
+            conn.sendall(
+                b"POST /add-checkpoint HTTP/1.1\r\nHost: witness\r\nContent-Length: 500\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            assert conn.recv(1024).startswith(b"HTTP/1.1 100 Continue\r\n")
+            conn.sendall(b"old 0\n")
+            started = time.monotonic()
+            assert stop(srv) == 0
+            assert time.monotonic() - started >= 0.5  # it waited for the request first
+            rest = b""
+            while chunk := conn.recv(1024):
+                rest += chunk
+            assert rest == b""  # no response: the connection is just closed
+    lines = [json.loads(x) for x in (tmp_path / "e").read_text().splitlines() if x[:1] == "{"]
+    [entry] = [x for x in lines if x.get("endpoint") == "add-checkpoint"]
+    assert (entry["status"], entry["error"]) == (499, "server stopping")
 
 
 def test_bad_input_subprocess_has_no_traceback(tmp_path: Path) -> None:
@@ -860,6 +894,68 @@ def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
     assert "does not verify" in err
     err = fails(2, "import-state", "-", "--db", str(tmp_path / "b.db"), stdin=data[:-9])
     assert "state" in err
+
+
+def test_refused_import_into_a_new_state_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file refused (bad syntax, a note that does not verify) is refused before the state is
+    opened: a SQLite path that did not exist stays absent, with no -writer.lock, -wal or -shm
+    beside it. A failure after creating it (the database) removes what this invocation made,
+    and only that; an existing state is left exactly as it was."""
+    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
+    db_a = str(tmp_path / "a" / "witness.db")
+    witness_key = parse_signer_key((tmp_path / "a" / "witness.key").read_text())
+    log = Log()
+    ok("add-log", log.origin, "--key", log.vkey, "--db", db_a)
+    log.grow(2)
+    store(db_a, log, witness_key)
+    data = ok("export-state", "--db", db_a)
+    forged = data.replace(log.vkey.encode(), Log().vkey.encode())
+
+    new = tmp_path / "new"
+    new.mkdir()
+    db_new = str(new / "witness.db")
+    assert "does not verify" in fails(1, "import-state", "-", "--db", db_new, stdin=forged)
+    truncated = data.rpartition(b"end ")[0]
+    assert "truncated" in fails(2, "import-state", "-", "--db", db_new, stdin=truncated)
+    assert "header" in fails(2, "import-state", "-", "--db", db_new, stdin=b"nonsense\n")
+    assert os.listdir(new) == []
+
+    # The database fails after the file was created: everything it made goes, but not a
+    # file that was there before (a lock file left by an earlier run).
+    def broken(self: object, entries: object) -> None:
+        raise BackendError("disk on fire")
+
+    monkeypatch.setattr(SQLState, "import_entries", broken)
+    assert "disk on fire" in fails(4, "import-state", "-", "--db", db_new, stdin=data)
+    assert os.listdir(new) == []
+    (new / "witness.db-writer.lock").write_bytes(b"")
+    fails(4, "import-state", "-", "--db", db_new, stdin=data)
+    assert os.listdir(new) == ["witness.db-writer.lock"]
+    # An existing state is never removed, and stays as it was.
+    before = {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")}
+    fails(4, "import-state", "-", "--db", db_a, stdin=data)
+    fails(1, "import-state", "-", "--db", db_a, stdin=forged)
+    assert {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")} == before
+    monkeypatch.undo()
+    assert ok("import-state", "-", "--db", db_new, stdin=data) == b"imported 1 log\n"
+    assert ok("export-state", "--db", db_new) == data
+
+
+def test_export_state_errors_name_the_file_given(tmp_path: Path) -> None:
+    """export-state writes through a temporary file; an error names --out, not that file."""
+    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
+    db = str(tmp_path / "a" / "witness.db")
+    missing = str(tmp_path / "no" / "such" / "x.txt")
+    err = fails(2, "export-state", "--out", missing, "--db", db)
+    assert err == f"tlog-witness: export-state: {missing}: No such file or directory\n"
+    (tmp_path / "out").mkdir()
+    directory = str(tmp_path / "out")
+    err = fails(2, "export-state", "--out", directory, "--db", db)
+    assert err == f"tlog-witness: export-state: {directory}: Is a directory\n"
+    assert os.listdir(tmp_path / "out") == []  # the temporary file is gone
+    assert sorted(os.listdir(tmp_path)) == ["a", "out"]
 
 
 # --- pull-logs -----------------------------------------------------------------------------------

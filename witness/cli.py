@@ -22,7 +22,9 @@ State options (every verb but ``vkey``): ``--db PATH`` (a SQLite file; environme
 settings the other verbs use too. The state is the first of: the flag, the environment, the
 file, ``witness.db`` in the file's directory (or the current directory without a file). Every
 verb but ``init`` and ``import-state`` refuses a SQLite path that does not exist rather than
-create an empty state there.
+create an empty state there; ``import-state`` parses and verifies its whole file before it opens
+(or creates) the state, and a failed import into a SQLite file that did not exist removes the
+files it created.
 
 ``init`` writes, in ``--dir`` (default: the current directory), ``witness.key`` (an Ed25519
 cosignature/v1 key, type 0x04), with ``--mldsa`` also ``witness-mldsa.key`` (ML-DSA-44
@@ -117,7 +119,14 @@ from witness.config import (
     starter_config,
 )
 from witness.open import open_state
-from witness.sqlstate import BackendError, CommitUnknownError, CorruptStateError, StateError
+from witness.sqlstate import (
+    BackendError,
+    CommitUnknownError,
+    CorruptStateError,
+    SQLState,
+    StateError,
+    parse_state,
+)
 from witness.state import Evidence, WitnessState
 
 if TYPE_CHECKING:
@@ -222,20 +231,40 @@ def _write_json_line(obj: object) -> None:
     _write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
 
 
+def _about(path: str, e: OSError) -> OSError:
+    """``e`` as an error about ``path`` (same errno, hence same OSError subclass)."""
+    if e.errno is None:
+        return OSError(f"{path}: {e}")
+    return OSError(e.errno, e.strerror or os.strerror(e.errno), path)
+
+
 @contextlib.contextmanager
 def _output_file(path: str) -> Iterator[BinaryIO]:
-    """Write ``path`` atomically: a temporary file in its directory, renamed when complete."""
+    """Write ``path`` atomically: a temporary file in its directory, renamed when complete.
+
+    An OSError about the temporary file (or about no file: a failed write or fsync) names
+    ``path``: the operator chose that name, never the temporary one. The temporary file is
+    removed on any failure.
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tlog-witness-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(f.fileno(), 0o666 & ~umask)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tlog-witness-", suffix=".tmp")
+    except OSError as e:
+        raise _about(path, e) from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+                f.flush()
+                umask = os.umask(0)
+                os.umask(umask)
+                os.fchmod(f.fileno(), 0o666 & ~umask)
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            if e.filename is None or e.filename == tmp:
+                raise _about(path, e) from None
+            raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -303,12 +332,11 @@ def _existing(db: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[WitnessState]:
-    """The state the arguments name (see :func:`_location`), closed afterwards."""
+def _open(args: argparse.Namespace) -> Iterator[WitnessState]:
+    """The existing state the arguments name (see :func:`_location`), closed afterwards."""
     db, pg = _location(args, _config(args))
-    if not create:
-        _existing(db)
-    state = open_state(db=db, postgres=pg, create=create)
+    _existing(db)
+    state = open_state(db=db, postgres=pg, create=False)
     try:
         yield state
     finally:
@@ -660,13 +688,35 @@ def _cmd_export_state(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_SQLITE_FILES = ("", "-journal", "-wal", "-shm", "-writer.lock")
+"""Suffixes of the files of a SQLite state ``<db>`` (SQLite's and :mod:`witness.sqlite_state`'s)."""
+
+
 def _cmd_import_state(args: argparse.Namespace) -> int:
     data = _read(_nonempty(args.file, "FILE"))
-    with _open(args, create=True) as state:
-        state.import_state(data)
-    # import_state parsed the file strictly: its last line is "end <number of logs>".
-    count = data.rstrip(b"\n").rpartition(b"\n")[2].removeprefix(b"end ").decode("ascii")
-    _write(f"imported {count} log{'' if count == '1' else 's'}\n")
+    # Parse and verify the whole file before touching the state: a refused file creates
+    # nothing.
+    entries = parse_state(data)
+    db, pg = _location(args, _config(args))
+    # A SQLite state that did not exist: on failure, remove what this invocation created (a
+    # backend failure after creation), as if the command had never run.
+    created = [] if db is None or os.path.lexists(db) else [db + s for s in _SQLITE_FILES]
+    created = [p for p in created if not os.path.lexists(p)]
+    try:
+        state = open_state(db=db, postgres=pg, create=True)
+        try:
+            if isinstance(state, SQLState):  # both backends are: the file is parsed once
+                state.import_entries(entries)
+            else:
+                state.import_state(data)
+        finally:
+            state.close()
+    except BaseException:
+        for path in created:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        raise
+    _write(f"imported {len(entries)} log{'' if len(entries) == 1 else 's'}\n")
     return EXIT_OK
 
 
@@ -994,6 +1044,8 @@ one atomic write: new logs are added, keys are added, qpd replaced, a log disabl
 side stays disabled, and a checkpoint only moves a log forward. If any log of the file is
 behind the state (smaller size, or the same size with another root), nothing is written (exit
 2, naming every such log). A cosigned note that does not verify with its log's keys: exit 1.
+The whole file is checked before the state is opened; a failed import into a new SQLite file
+leaves no file behind.
 
 examples:
   {PROG} export-state --db old.db --out witness.state

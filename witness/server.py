@@ -101,7 +101,9 @@ origin map is cached and refreshed on a miss at most every ``config_ttl`` second
 **Logs and metrics.** Each request logs one JSON object on the ``witness.server`` logger
 (endpoint, method, status, duration in ms, and when known origin, old, size, start, end,
 error); unexpected exceptions log their traceback and answer 500 with a generic body. A client
-that disconnects before the answer is logged and counted with status 499.
+that disconnects before the answer is logged and counted with status 499 (error ``client
+disconnected``); so is a request that the server cuts off when it stops (still running after
+``shutdown_timeout``; error ``server stopping``). Neither gets a response.
 
 **Origins and ML-DSA.** The subtree/v1 struct names origins of at most 255 bytes. A configured
 log with a longer origin gets only the witness's Ed25519 cosignature; a witness with only an
@@ -450,6 +452,7 @@ class _Witness:
         self.origins: dict[str, str] = {}  # origin hash -> origin (monitoring)
         self.origins_loaded = -math.inf
         self.metrics = _Metrics(worker)
+        self.stopping = False  # set when the application shuts down (make_app's on_shutdown)
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -482,10 +485,12 @@ class _Witness:
             status = e.status
             raise
         except asyncio.CancelledError:
-            # aiohttp cancels the handler when the client goes away. A compare-and-swap already
-            # running in its thread still completes (or not) atomically; no response is sent.
+            # aiohttp cancels the handler when the client goes away, and when the server stops
+            # with the handler still running after shutdown_timeout: then the client is not to
+            # blame. A compare-and-swap already running in its thread still completes (or not)
+            # atomically; no response is sent.
             status = 499  # nginx's "client closed request", for the log and the metrics
-            info["error"] = "client disconnected"
+            info["error"] = "server stopping" if self.stopping else "client disconnected"
             raise
         except Exception as e:  # the one place every error becomes a response
             reply = reply_for(e)
@@ -917,6 +922,14 @@ def make_app(
         worker=worker,
     )
     app = web.Application(middlewares=[witness.middleware], client_max_size=max_body)
+
+    async def on_shutdown(_app: web.Application) -> None:
+        # AppRunner.cleanup sends on_shutdown after closing the listening sockets and idle
+        # connections and before it waits shutdown_timeout for the handlers in flight and
+        # cancels the rest: every such cancel from now on is the server's doing.
+        witness.stopping = True
+
+    app.on_shutdown.append(on_shutdown)
     app.router.add_post(f"{sub}/add-checkpoint", witness.add_checkpoint, name="add-checkpoint")
     if witness.subtree_signers:
         app.router.add_post(f"{sub}/sign-subtree", witness.sign_subtree, name="sign-subtree")
