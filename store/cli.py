@@ -78,10 +78,8 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import Any
 
 from store.api import Append, JournalStore
 from store.errors import (
@@ -95,10 +93,18 @@ from store.errors import (
     RunSealedError,
 )
 from store.open import init_store, open_store
-from tlog import clirun
+from tlog import clifiles, clirun
 from tlog.checkpoint import Checkpoint
-from tlog.clirun import Exit, add_verb, command_parser, run
-from tlog.encoding import b64encode, parse_decimal
+from tlog.clifiles import (
+    create_private,
+    input_name,
+    is_stdin,
+    output_file,
+    read_input,
+    read_key_file,
+)
+from tlog.clirun import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
+from tlog.encoding import b64encode
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.journal import (
     GENESIS,
@@ -114,7 +120,7 @@ from tlog.journal import (
     parse_json,
     verify_chain,
 )
-from tlog.keys import SignerKey, generate_key, parse_signer_key
+from tlog.keys import SignerKey, generate_key
 from tlog.merkle import leaf_hash, verify_inclusion
 from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, check_key_name, parse_note
 from tlog.proof import TlogProof
@@ -130,8 +136,7 @@ ENV_POSTGRES = "TLOG_STORE_POSTGRES"
 ENV_KEY = "TLOG_STORE_KEY"
 DEFAULT_TENANT = "default"
 
-MAX_KEY_FILE_SIZE = 1 << 16
-"""Largest key file read; a signer key is well under 100 bytes."""
+MAX_KEY_FILE_SIZE = clifiles.MAX_KEY_FILE_SIZE
 
 READ_PAGE = 1000
 """Records fetched per query by ``read`` and ``verify``: output streams, memory stays flat."""
@@ -146,41 +151,9 @@ class NotSealedError(VerificationError):
 # --- input -----------------------------------------------------------------------------------
 
 
-def _is_stdin(path: str | None) -> bool:
-    return path is None or path == "-"
-
-
-def _source(path: str | None) -> str:
-    """The name of an input in messages."""
-    return "stdin" if _is_stdin(path) else str(path)
-
-
-def _read(path: str | None, limit: int | None = None) -> bytes:
-    """Read a whole input; more than ``limit`` bytes is malformed (read no further)."""
-    n = -1 if limit is None else limit + 1
-    if _is_stdin(path):
-        data = sys.stdin.buffer.read(n)
-    else:
-        assert path is not None
-        with open(path, "rb") as f:
-            data = f.read(n)
-    if limit is not None and len(data) > limit:
-        raise MalformedError(f"{_source(path)} is larger than {limit} bytes")
-    return data
-
-
-def _utf8_arg(text: str, what: str) -> str:
-    """A command-line string that must be valid UTF-8 (argv may carry undecodable bytes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedError(f"{what} is not valid UTF-8") from None
-    return text
-
-
 def _text_arg(text: str, what: str) -> str:
     """A non-empty UTF-8 command-line string without control characters."""
-    _utf8_arg(text, what)
+    utf8_arg(text, what)
     if not text:
         raise MalformedError(f"{what} is empty")
     if any(c < " " or c == "\x7f" for c in text):
@@ -188,15 +161,8 @@ def _text_arg(text: str, what: str) -> str:
     return text
 
 
-def _number(text: str, what: str, minimum: int = 0) -> int:
-    n = parse_decimal(_utf8_arg(text, what), what)
-    if n < minimum:
-        raise MalformedError(f"{what} must be at least {minimum}")
-    return n
-
-
 def _run_arg(text: str) -> str:
-    check_run_id(_utf8_arg(text, "RUN"))
+    check_run_id(utf8_arg(text, "RUN"))
     return text
 
 
@@ -278,14 +244,8 @@ def _batch(data: bytes, run: str, what: str) -> list[Append]:
 # --- output ----------------------------------------------------------------------------------
 
 
-def _write(data: bytes | str) -> None:
-    out = sys.stdout.buffer
-    out.write(data.encode("utf-8") if isinstance(data, str) else data)
-    out.flush()
-
-
 def _write_json(obj: object) -> None:
-    _write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    write_stdout(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def _jsonable(value: object) -> object:
@@ -301,39 +261,16 @@ def _jsonable(value: object) -> object:
     return value
 
 
-@contextmanager
-def _output_file(path: str) -> Iterator[BinaryIO]:
-    """Write ``path`` atomically: a temporary file in its directory, renamed when complete.
-
-    A failed or interrupted write leaves ``path`` as it was, never a truncated file that
-    looks complete. The file gets the mode ``open()`` would give it (0666 less the umask).
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tlog-store-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(f.fileno(), 0o666 & ~umask)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 # --- store and key -----------------------------------------------------------------------------
 
 
 def _backend(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(db, postgres): the flags, else the environment; exactly one must be set."""
     if args.db is not None:
-        db: str | None = _utf8_arg(args.db, "--db")
+        db: str | None = utf8_arg(args.db, "--db")
         pg: str | None = None
     elif args.postgres is not None:
-        db, pg = None, _utf8_arg(args.postgres, "--postgres")
+        db, pg = None, utf8_arg(args.postgres, "--postgres")
     else:
         db = os.environ.get(ENV_DB) or None
         pg = os.environ.get(ENV_POSTGRES) or None
@@ -358,7 +295,7 @@ def _existing(db: str | None) -> None:
 
 
 def _tenant(args: argparse.Namespace) -> str:
-    tenant: str = _utf8_arg(args.tenant, "--tenant")
+    tenant: str = utf8_arg(args.tenant, "--tenant")
     check_tenant(tenant)
     return tenant
 
@@ -366,7 +303,7 @@ def _tenant(args: argparse.Namespace) -> str:
 def _key_path(args: argparse.Namespace, db: str | None) -> str:
     """The log key file: --key, else TLOG_STORE_KEY, else (SQLite only) ``<db>.key``."""
     if args.key is not None:
-        return str(_utf8_arg(args.key, "--key"))
+        return str(utf8_arg(args.key, "--key"))
     env = os.environ.get(ENV_KEY)
     if env:
         return env
@@ -376,34 +313,10 @@ def _key_path(args: argparse.Namespace, db: str | None) -> str:
 
 
 def _read_key(path: str) -> SignerKey:
-    data = _read(path, MAX_KEY_FILE_SIZE)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MalformedError(f"key file {path} is not UTF-8") from None
-    try:
-        key = parse_signer_key(text)
-    except MalformedError as e:
-        raise MalformedError(f"key file {path}: {e}") from None
+    key = read_key_file(path)
     if key.key_type != TYPE_ED25519:
         raise UsageError(f"key file {path} is not an Ed25519 (type 0x01) log key")
     return key
-
-
-def _create_private(path: str, data: bytes) -> None:
-    """Create ``path`` with mode 0600 and write ``data``; never overwrite an existing file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
 
 
 def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
@@ -430,7 +343,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
         key = generate_key(origin)
         # Fail before writing anything when the tenant log's key name is not valid.
         check_key_name(f"{origin}/{tenant}")
-        _create_private(path, (key.format() + "\n").encode("utf-8"))
+        create_private(path, (key.format() + "\n").encode("utf-8"))
         created = True
     try:
         check_key_name(f"{origin}/{tenant}")
@@ -447,13 +360,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
         if args.json:
             _write_json({"origin": store.origin, "vkey": vkey, "key": path, "created": created})
         else:
-            _write(vkey + "\n")
+            write_stdout(vkey + "\n")
     return EXIT_OK
 
 
 def _cmd_vkey(args: argparse.Namespace) -> int:
     with _open(args) as store:
-        _write(store.log_vkey + "\n")
+        write_stdout(store.log_vkey + "\n")
     return EXIT_OK
 
 
@@ -464,13 +377,13 @@ def _write_lease(args: argparse.Namespace, lease: Any) -> None:
     if args.json:
         _write_json(_jsonable(lease))
     else:
-        _write(f"{lease.epoch}\n")
+        write_stdout(f"{lease.epoch}\n")
 
 
 def _cmd_acquire(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
     owner = _text_arg(args.owner, "--owner")
-    ttl = _number(args.ttl, "--ttl", 1)
+    ttl = decimal_arg(args.ttl, "--ttl", 1)
     with _open(args) as store:
         _write_lease(args, store.acquire(run, owner, ttl))
     return EXIT_OK
@@ -479,8 +392,8 @@ def _cmd_acquire(args: argparse.Namespace) -> int:
 def _cmd_renew(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
     owner = _text_arg(args.owner, "--owner")
-    epoch = _number(args.epoch, "--epoch", 1)
-    ttl = _number(args.ttl, "--ttl", 1)
+    epoch = decimal_arg(args.epoch, "--epoch", 1)
+    ttl = decimal_arg(args.ttl, "--ttl", 1)
     with _open(args) as store:
         _write_lease(args, store.renew(run, owner, epoch, ttl))
     return EXIT_OK
@@ -488,7 +401,7 @@ def _cmd_renew(args: argparse.Namespace) -> int:
 
 def _cmd_release(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
-    epoch = _number(args.epoch, "--epoch", 1)
+    epoch = decimal_arg(args.epoch, "--epoch", 1)
     with _open(args) as store:
         store.release(run, epoch)
     return EXIT_OK
@@ -499,14 +412,14 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def _cmd_append(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
-    epoch = _number(args.epoch, "--epoch", 1)
+    epoch = decimal_arg(args.epoch, "--epoch", 1)
     if args.batch is not None:
         for flag, value in (("--data", args.data), ("--case", args.case)):
             if value is not None:
                 raise UsageError(f"{flag} goes with --kind; batch lines carry their own")
         if args.effect_key is not None:
             raise UsageError("--effect-key goes with --kind; batch lines carry their own")
-        batch = _batch(_read(args.batch), run, f"batch {_source(args.batch)}")
+        batch = _batch(read_input(args.batch), run, f"batch {input_name(args.batch)}")
     else:
         where = "--kind"
         kind = _check_field(check_kind, args.kind, "kind", where)
@@ -518,7 +431,7 @@ def _cmd_append(args: argparse.Namespace) -> int:
                 check_effect_key, args.effect_key, "effect_key", "--effect-key"
             )
         if args.data is not None:
-            data = _parse_json(_utf8_arg(args.data, "--data"), "--data")
+            data = _parse_json(utf8_arg(args.data, "--data"), "--data")
             batch = [Append(run, kind, data, case=case, effect_key=effect_key)]
         else:
             batch = [Append(run, kind, case=case, effect_key=effect_key)]
@@ -529,14 +442,14 @@ def _cmd_append(args: argparse.Namespace) -> int:
             {"run": run, "records": [{"seq": r.seq, "hash": b64encode(r.hash)} for r in records]}
         )
     else:
-        _write("".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
+        write_stdout("".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
     return EXIT_OK
 
 
 def _cmd_seal(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
-    epoch = _number(args.epoch, "--epoch", 1)
-    outcome = _utf8_arg(args.outcome, "--outcome")
+    epoch = decimal_arg(args.epoch, "--epoch", 1)
+    outcome = utf8_arg(args.outcome, "--outcome")
     try:
         check_outcome(outcome)
     except MalformedError as e:
@@ -546,7 +459,7 @@ def _cmd_seal(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(_jsonable(seal))
     else:
-        _write(f"position {seal.position}\nhead {b64encode(seal.head)}\n")
+        write_stdout(f"position {seal.position}\nhead {b64encode(seal.head)}\n")
     return EXIT_OK
 
 
@@ -557,13 +470,13 @@ def _cmd_head(args: argparse.Namespace) -> int:
     if args.json:
         _write_json({"run": run, "seq": head.seq, "hash": b64encode(head.hash)})
     else:
-        _write(f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
+        write_stdout(f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
     return EXIT_OK
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
-    seq = 1 if args.from_seq is None else _number(args.from_seq, "--from", 1)
+    seq = 1 if args.from_seq is None else decimal_arg(args.from_seq, "--from", 1)
     prev: bytes | None = GENESIS if seq == 1 else None
     with _open(args) as store:
         while True:
@@ -593,7 +506,7 @@ def _cmd_read(args: argparse.Namespace) -> int:
                     out.append(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
                 else:
                     out.append(b"%d %s %s\n" % (r.seq, b64encode(r.hash).encode(), r.raw))
-            _write(b"".join(out))
+            write_stdout(b"".join(out))
             if len(page) < READ_PAGE:
                 return EXIT_OK
 
@@ -675,7 +588,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             line = f"ok {run} records {r['records']} head {r['head']}"
             if r["sealed"] is not None:
                 line += f" sealed {r['sealed']['position']} {r['sealed']['outcome']}"
-            _write(line + "\n")
+            write_stdout(line + "\n")
     if args.json:
         _write_json({"origin": cp.origin, "size": cp.size, "runs": results})
     return EXIT_OK
@@ -691,7 +604,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         if args.json:
             _write_json({"origin": cp.origin, "size": cp.size, "root": b64encode(cp.root)})
         else:
-            _write(cp.format())
+            write_stdout(cp.format())
         return EXIT_OK
     with _open(args, key=True) as store:
         note = store.sign_checkpoint()
@@ -707,7 +620,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _write(note)
+        write_stdout(note)
     return EXIT_OK
 
 
@@ -723,17 +636,17 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     for flag, value in (("--policy", args.policy), ("--timeout", args.timeout)):
         if value is not None:
             raise UsageError(f"{flag} goes with --witness")
-    note = _read(args.file, MAX_NOTE_SIZE)
+    note = read_input(args.file, MAX_NOTE_SIZE)
     parse_note(note)  # refuse a malformed note here, with the note's own message
     with _open(args) as store:
-        _write(store.add_cosignatures(note))
+        write_stdout(store.add_cosignatures(note))
     return EXIT_OK
 
 
 def _witness_spec(text: str) -> tuple[str, str]:
     """``URL=VKEY`` split at the first ``=`` (a vkey's base64 may end in ``=``, a witness
     URL holds none)."""
-    url, sep, vkey = _utf8_arg(text, "--witness").partition("=")
+    url, sep, vkey = utf8_arg(text, "--witness").partition("=")
     if not sep or not url or not vkey:
         raise UsageError(f"--witness {text!r} is not URL=VKEY")
     return url, vkey
@@ -747,14 +660,16 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
 
     specs = [_witness_spec(w) for w in args.witness]
     timeout = (
-        DEFAULT_PUBLISH_TIMEOUT if args.timeout is None else _number(args.timeout, "--timeout", 1)
+        DEFAULT_PUBLISH_TIMEOUT
+        if args.timeout is None
+        else decimal_arg(args.timeout, "--timeout", 1)
     )
     policy = None
     if args.policy is not None:
         try:
-            policy = Policy.parse(_read(args.policy, MAX_NOTE_SIZE))
+            policy = Policy.parse(read_input(args.policy, MAX_NOTE_SIZE))
         except MalformedError as e:
-            raise MalformedError(f"policy {_source(args.policy)}: {e}") from None
+            raise MalformedError(f"policy {input_name(args.policy)}: {e}") from None
     clients: list[WitnessClient] = []
     try:
         for url, vkey in specs:
@@ -784,8 +699,8 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
     finally:
         for c in clients:
             c.close()
-    _write("".join(f"witness {o.summary()}\n" for o in result.outcomes))
-    _write(kept)
+    write_stdout("".join(f"witness {o.summary()}\n" for o in result.outcomes))
+    write_stdout(kept)
     problems = [f"ALARM from {o.summary()}" for o in result.alarms]
     if not result.quorum_met:
         problems.append(result.shortfall)
@@ -819,7 +734,7 @@ def _cmd_published(args: argparse.Namespace) -> int:
         for n in notes:
             signers = " ".join(f"{s['name']}+{s['key_id']}" for s in n["signers"])
             lines.append(f"{n['size']} {n['root']} {signers}\n")
-        _write("".join(lines))
+        write_stdout("".join(lines))
     return EXIT_OK
 
 
@@ -853,10 +768,10 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     # Never hand out a proof that does not verify against its own checkpoint.
     verify_inclusion(inc.index, cp.size, leaf_hash(seal.head), inc.proof, cp.root)
     data = TlogProof(inc.index, inc.proof, note, seal.head).format()
-    if _is_stdin(args.out):
-        _write(data)
+    if is_stdin(args.out):
+        write_stdout(data)
     else:
-        with _output_file(args.out) as f:
+        with output_file(args.out, ".tlog-store-") as f:
             f.write(data)
     return EXIT_OK
 
@@ -866,10 +781,10 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 
 def _vkey_args(flags: Sequence[str], files: Sequence[str], what: str) -> list[str]:
     """Vkeys from repeated flags and from files of one vkey per line (each line ending in LF)."""
-    vkeys = [_utf8_arg(v, f"--{what}-key") for v in flags]
+    vkeys = [utf8_arg(v, f"--{what}-key") for v in flags]
     for path in files:
-        source = f"{what} key file {_source(path)}"
-        data = _read(path, MAX_NOTE_SIZE)
+        source = f"{what} key file {input_name(path)}"
+        data = read_input(path, MAX_NOTE_SIZE)
         if data and not data.endswith(b"\n"):
             raise MalformedError(f"{source} does not end in a newline")
         for i, line in enumerate(data[:-1].split(b"\n") if data else [], 1):
@@ -889,13 +804,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     witness_keys = _vkey_args(args.witness_key, files, "witness")
     record_keys = _vkey_args(args.record_key, [], "record")
     with _open(args) as store:
-        if _is_stdin(args.out):
+        if is_stdin(args.out):
             export_store(
                 store, sys.stdout.buffer, witness_keys=witness_keys, record_keys=record_keys
             )
             sys.stdout.buffer.flush()
         else:
-            with _output_file(args.out) as f:
+            with output_file(args.out, ".tlog-store-") as f:
                 export_store(store, f, witness_keys=witness_keys, record_keys=record_keys)
     return EXIT_OK
 
@@ -903,7 +818,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_restore(args: argparse.Namespace) -> int:
     from store.export import restore_store  # noqa: PLC0415
 
-    path = _utf8_arg(args.file, "FILE")
+    path = utf8_arg(args.file, "FILE")
     record_keys = _vkey_args(args.record_key, [], "record") if args.record_key else None
     with open(path, "rb"):
         pass  # an unreadable file is reported as such, before the store is opened
@@ -918,9 +833,9 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(result)
     elif isinstance(result, dict):
-        _write("".join(f"{k} {v}\n" for k, v in result.items()))
+        write_stdout("".join(f"{k} {v}\n" for k, v in result.items()))
     else:
-        _write(f"{result}\n")
+        write_stdout(f"{result}\n")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ One module per concept, each module docstring being the format's definition:
 * :mod:`tlog.tiles` — C2SP tlog-tiles paths and tile math.
 
 Nothing here does I/O except the ``tlog`` command (:mod:`tlog.cli`), which nothing imports, and
-:mod:`tlog.clirun`, the command-line plumbing (one error line on stderr, the exit statuses)
-that all four commands share.
+:mod:`tlog.clirun` and :mod:`tlog.clifiles`, the command-line plumbing (one error line on
+stderr, the exit statuses, input files, atomic output files) that all four commands share.
 Errors are the small hierarchy of :mod:`tlog.errors`.
 """

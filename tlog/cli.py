@@ -56,16 +56,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tlog import clirun
+from tlog import clifiles, clirun
 from tlog.checkpoint import Checkpoint
-from tlog.clirun import add_verb, command_parser, run
+from tlog.clifiles import create_private, input_name, is_stdin, read_input
+from tlog.clirun import add_verb, command_parser, run, utf8_arg, write_stdout
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
@@ -100,8 +100,7 @@ EXIT_OK = clirun.EXIT_OK
 EXIT_UNVERIFIED = clirun.EXIT_UNVERIFIED
 EXIT_BAD_INPUT = clirun.EXIT_BAD_INPUT
 
-MAX_KEY_FILE_SIZE = 1 << 16
-"""Largest key file read; a signer key is well under 100 bytes."""
+MAX_KEY_FILE_SIZE = clifiles.MAX_KEY_FILE_SIZE
 
 _TYPES_BY_NAME = {name: t for t, name in TYPE_NAMES.items()}
 _COSIGNATURE_TYPES = (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1)
@@ -112,33 +111,10 @@ _SIG_PREFIX = SIG_PREFIX.encode("utf-8")
 # --- input -----------------------------------------------------------------------------------
 
 
-def _is_stdin(path: str | None) -> bool:
-    return path is None or path == "-"
-
-
-def _source(path: str | None) -> str:
-    """The name of an input in messages."""
-    return "stdin" if _is_stdin(path) else str(path)
-
-
 def _one_stdin(*uses: bool) -> None:
     """Refuse commands that would read standard input twice (``uses``: which inputs would)."""
     if sum(uses) > 1:
         raise UsageError("only one input can be standard input ('-')")
-
-
-def _read(path: str | None, limit: int | None = None) -> bytes:
-    """Read a whole input; more than ``limit`` bytes is malformed (read no further)."""
-    n = -1 if limit is None else limit + 1
-    if _is_stdin(path):
-        data = sys.stdin.buffer.read(n)
-    else:
-        assert path is not None
-        with open(path, "rb") as f:
-            data = f.read(n)
-    if limit is not None and len(data) > limit:
-        raise MalformedError(f"{_source(path)} is larger than {limit} bytes")
-    return data
 
 
 def _lines(data: bytes, what: str) -> list[bytes]:
@@ -164,83 +140,52 @@ def _hash_lines(data: bytes, what: str, hex_hashes: bool = False) -> list[bytes]
     return hashes
 
 
-def _utf8_arg(text: str, what: str) -> str:
-    """A command-line string that must be valid UTF-8 (argv may carry undecodable bytes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedError(f"{what} is not valid UTF-8") from None
-    return text
-
-
 def _number(text: str, what: str) -> int:
     return parse_decimal(text, what)
 
 
 def _hash_arg(text: str, what: str) -> bytes:
-    return parse_hash(_utf8_arg(text, what), what)
+    return parse_hash(utf8_arg(text, what), what)
 
 
 # --- output ----------------------------------------------------------------------------------
 
 
-def _write(data: bytes | str) -> None:
-    out = sys.stdout.buffer
-    out.write(data.encode("utf-8") if isinstance(data, str) else data)
-    out.flush()
-
-
 def _write_json(obj: object) -> None:
-    _write(json.dumps(obj, indent=2) + "\n")
+    write_stdout(json.dumps(obj, indent=2) + "\n")
 
 
 # --- keygen, vkey ----------------------------------------------------------------------------
 
 
 def _read_key(path: str) -> AnySigner:
-    data = _read(path, MAX_KEY_FILE_SIZE)
+    data = read_input(path, MAX_KEY_FILE_SIZE)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise MalformedError(f"key file {_source(path)} is not UTF-8") from None
+        raise MalformedError(f"key file {input_name(path)} is not UTF-8") from None
     return parse_signer_key(text).signer()
 
 
-def _create_private(path: str, data: bytes) -> None:
-    """Create ``path`` with mode 0600 and write ``data``; never overwrite an existing file."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise UsageError(f"{path} already exists; refusing to overwrite it") from None
-    try:
-        os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-
-
 def _cmd_keygen(args: argparse.Namespace) -> int:
-    name = _utf8_arg(args.name, "key name")
+    name = utf8_arg(args.name, "key name")
     key = generate_key(name, _TYPES_BY_NAME[args.type])
     text = key.format() + "\n"
     if args.out == "-":
-        _write(text)
+        write_stdout(text)
     else:
-        _create_private(args.out, text.encode("utf-8"))
-        _write(key.vkey() + "\n")
+        try:
+            create_private(args.out, text.encode("utf-8"))
+        except FileExistsError:
+            raise UsageError(f"{args.out} already exists; refusing to overwrite it") from None
+        write_stdout(key.vkey() + "\n")
     return EXIT_OK
 
 
 def _cmd_vkey(args: argparse.Namespace) -> int:
     s = _read_key(args.keyfile)
     v = s.verifier()
-    _write(format_vkey(v) + "\n")
+    write_stdout(format_vkey(v) + "\n")
     return EXIT_OK
 
 
@@ -289,11 +234,11 @@ def _split_input(data: bytes, force_text: bool) -> tuple[bytes, list[Signature]]
 
 
 def _cmd_sign(args: argparse.Namespace) -> int:
-    _one_stdin(args.key == "-", _is_stdin(args.file))
+    _one_stdin(args.key == "-", is_stdin(args.file))
     signer = _read_key(args.key)
-    data = _read(args.file, MAX_NOTE_SIZE)
+    data = read_input(args.file, MAX_NOTE_SIZE)
     if not data:
-        raise MalformedError(f"nothing to sign: {_source(args.file)} is empty")
+        raise MalformedError(f"nothing to sign: {input_name(args.file)} is empty")
     text, existing = _split_input(data, args.text)
     chosen: Signer = signer
     if isinstance(signer, CosignatureV1Signer | SubtreeV1Signer):
@@ -303,7 +248,7 @@ def _cmd_sign(args: argparse.Namespace) -> int:
             chosen = _FixedTimeSigner(signer, _number(args.time, "--time"))
     elif args.time is not None:
         raise UsageError("--time applies to cosignature keys only (cosignature/v1, mldsa44)")
-    _write(sign_note(text, [chosen], existing))
+    write_stdout(sign_note(text, [chosen], existing))
     return EXIT_OK
 
 
@@ -311,10 +256,10 @@ def _cmd_sign(args: argparse.Namespace) -> int:
 
 
 def _verifiers(vkeys: Sequence[str], vkey_files: Sequence[str]) -> list[Verifier]:
-    texts = [(_utf8_arg(v, "--vkey"), "--vkey") for v in vkeys]
+    texts = [(utf8_arg(v, "--vkey"), "--vkey") for v in vkeys]
     for vkey_file in vkey_files:
-        what = f"vkey file {_source(vkey_file)}"
-        for i, line in enumerate(_lines(_read(vkey_file, MAX_NOTE_SIZE), what), 1):
+        what = f"vkey file {input_name(vkey_file)}"
+        for i, line in enumerate(_lines(read_input(vkey_file, MAX_NOTE_SIZE), what), 1):
             try:
                 texts.append((line.decode("utf-8"), f"{what} line {i}"))
             except UnicodeDecodeError:
@@ -350,9 +295,9 @@ def _describe(note: Note, verifiers: Sequence[Verifier]) -> dict[str, Any]:
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
-    _one_stdin(*(f == "-" for f in args.vkey_file), _is_stdin(args.file))
+    _one_stdin(*(f == "-" for f in args.vkey_file), is_stdin(args.file))
     verifiers = _verifiers(args.vkey, args.vkey_file)
-    note = open_note(_read(args.file, MAX_NOTE_SIZE), verifiers)
+    note = open_note(read_input(args.file, MAX_NOTE_SIZE), verifiers)
     result = _describe(note, verifiers)
     if args.checkpoint:
         cp = Checkpoint.parse(note.text)
@@ -376,7 +321,7 @@ def _cmd_open(args: argparse.Namespace) -> int:
     if args.checkpoint:
         c = result["checkpoint"]
         lines += [f"origin {c['origin']}", f"size {c['size']}", f"root {c['root']}"]
-    _write("".join(line + "\n" for line in lines).encode("utf-8") + b"\n" + note.text)
+    write_stdout("".join(line + "\n" for line in lines).encode("utf-8") + b"\n" + note.text)
     return EXIT_OK
 
 
@@ -385,8 +330,8 @@ def _cmd_open(args: argparse.Namespace) -> int:
 
 def _read_leaves(args: argparse.Namespace) -> tuple[list[bytes], int]:
     """The leaf hashes of FILE and the tree size asked for (default: all of them)."""
-    what = f"leaf hash file {_source(args.file)}"
-    leaves = _hash_lines(_read(args.file), what, args.hex)
+    what = f"leaf hash file {input_name(args.file)}"
+    leaves = _hash_lines(read_input(args.file), what, args.hex)
     if args.size is None:
         return leaves, len(leaves)
     size = _number(args.size, "--size")
@@ -401,7 +346,7 @@ def _cmd_root(args: argparse.Namespace) -> int:
     if args.json:
         _write_json({"size": size, "root": r})
     else:
-        _write(f"size {size}\nroot {r}\n")
+        write_stdout(f"size {size}\nroot {r}\n")
     return EXIT_OK
 
 
@@ -431,7 +376,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(result)
     else:
-        _write("".join(h + "\n" for h in result["proof"]))
+        write_stdout("".join(h + "\n" for h in result["proof"]))
     return EXIT_OK
 
 
@@ -439,7 +384,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 
 
 def _read_proof(path: str | None) -> list[bytes]:
-    return _hash_lines(_read(path), f"proof file {_source(path)}")
+    return _hash_lines(read_input(path), f"proof file {input_name(path)}")
 
 
 def _cmd_check_inclusion(args: argparse.Namespace) -> int:
@@ -450,7 +395,7 @@ def _cmd_check_inclusion(args: argparse.Namespace) -> int:
     leaf = _hash_arg(args.leaf, "--leaf")
     root_hash = _hash_arg(args.root, "--root")
     verify_inclusion(index, size, leaf, _read_proof(args.file), root_hash)
-    _write("ok\n")
+    write_stdout("ok\n")
     return EXIT_OK
 
 
@@ -464,7 +409,7 @@ def _cmd_check_consistency(args: argparse.Namespace) -> int:
     old_root = _hash_arg(args.old_root, "--old-root")
     new_root = _hash_arg(args.root, "--root")
     verify_consistency(old, size, old_root, new_root, _read_proof(args.file))
-    _write("ok\n")
+    write_stdout("ok\n")
     return EXIT_OK
 
 

@@ -23,8 +23,10 @@ before the common rules. Every failure prints exactly one line on standard error
 ``--help`` exits 0 through SystemExit, as argparse does. Any other exception is a bug and is
 left to surface with its traceback.
 
-Its only I/O is on the standard streams, and it imports neither a database driver nor a
-network library: ``tlog-verify`` stays free of them.
+It also holds the argument helpers the commands share (:func:`utf8_arg`, :func:`decimal_arg`)
+and :func:`write_stdout`; the file helpers are in :mod:`tlog.clifiles`. Its only I/O is on the
+standard streams, and it imports neither a database driver nor a network library:
+``tlog-verify`` stays free of them.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from tlog.errors import TlogError, UsageError, VerificationError
+from tlog.encoding import parse_decimal
+from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 
 EXIT_OK = 0
 EXIT_UNVERIFIED = 1
@@ -86,6 +89,38 @@ def add_verb(
     if func is not None:
         p.set_defaults(func=func)
     return p
+
+
+def utf8_arg(text: str, what: str, error: type[TlogError] = MalformedError) -> str:
+    """``text``, a command-line string that must be valid UTF-8, else ``error`` naming ``what``.
+
+    Python decodes argv with surrogateescape, so undecodable bytes arrive as lone surrogates:
+    those are what this refuses (message ``WHAT is not valid UTF-8``). An empty string passes.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise error(f"{what} is not valid UTF-8") from None
+    return text
+
+
+def decimal_arg(text: str, what: str, minimum: int = 0) -> int:
+    """``text`` as a number of at least ``minimum``, else a MalformedError naming ``what``.
+
+    ``text`` must pass :func:`utf8_arg`, then be a canonical decimal in the range of
+    :func:`tlog.encoding.parse_decimal` (no sign, no leading zero, at most 2^63-1).
+    """
+    n = parse_decimal(utf8_arg(text, what), what)
+    if n < minimum:
+        raise MalformedError(f"{what} must be at least {minimum}")
+    return n
+
+
+def write_stdout(data: bytes | str) -> None:
+    """Write ``data`` (``str``: as UTF-8, which must encode) to standard output and flush it."""
+    out = sys.stdout.buffer
+    out.write(data.encode("utf-8") if isinstance(data, str) else data)
+    out.flush()
 
 
 def one_line(message: str) -> str:

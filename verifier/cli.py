@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from tlog.clirun import Exit, add_verb, command_parser, run, write_error
+from tlog.clirun import Exit, add_verb, command_parser, run, utf8_arg, write_error
 from tlog.encoding import parse_decimal, parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.policy import DEFAULT_MAX_SKEW, Log, Policy, TimePolicy
@@ -83,11 +83,8 @@ _VERBS = ("export", "proof", "checkpoint", "consistency")
 
 
 def _utf8(text: str, what: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError(f"{what} is not valid UTF-8") from None
-    return text
+    # A UsageError, not the default MalformedError: its report's failure kind is "usage".
+    return utf8_arg(text, what, UsageError)
 
 
 def _number(text: str | None, what: str) -> int | None:

@@ -76,23 +76,30 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from tlog import clirun
-from tlog.clirun import Exit, add_verb, command_parser, run
+from tlog import clifiles, clirun
+from tlog.clifiles import (
+    create_private,
+    input_name,
+    is_stdin,
+    output_file,
+    read_input,
+    read_key_file,
+)
+from tlog.clirun import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
     CosignatureV1Signer,
     SubtreeV1Signer,
 )
-from tlog.encoding import MAX_INT63, b64encode, parse_decimal
+from tlog.encoding import MAX_INT63, b64encode
 from tlog.errors import MalformedError, TlogError, UsageError
-from tlog.keys import TYPE_NAMES, SignerKey, generate_key, parse_signer_key
+from tlog.keys import TYPE_NAMES, SignerKey, generate_key
 from tlog.note import check_key_name
 from witness.config import (
     CONFIG_FILE,
@@ -142,8 +149,7 @@ ENV_DB = "TLOG_WITNESS_DB"
 ENV_POSTGRES = "TLOG_WITNESS_POSTGRES"
 ENV_CONFIG = "TLOG_WITNESS_CONFIG"
 
-MAX_KEY_FILE_SIZE = 1 << 16
-"""Largest key file read; a signer key is well under 100 bytes."""
+MAX_KEY_FILE_SIZE = clifiles.MAX_KEY_FILE_SIZE
 
 MAX_LIST_SIZE = 256 << 20
 """Largest logs/v0 list read (a million-log list is about 150 MB)."""
@@ -165,43 +171,10 @@ class FetchError(TlogError):
 # --- input -----------------------------------------------------------------------------------
 
 
-def _is_stdin(path: str | None) -> bool:
-    return path is None or path == "-"
-
-
-def _read(path: str, limit: int | None = None) -> bytes:
-    """Read a whole file, or standard input for ``-``; more than ``limit`` bytes is malformed."""
-    n = -1 if limit is None else limit + 1
-    if _is_stdin(path):
-        data = sys.stdin.buffer.read(n)
-    else:
-        with open(path, "rb") as f:
-            data = f.read(n)
-    if limit is not None and len(data) > limit:
-        raise MalformedError(f"{'stdin' if _is_stdin(path) else path} is larger than {limit} bytes")
-    return data
-
-
-def _utf8_arg(text: str, what: str) -> str:
-    """A command-line string that must be valid UTF-8 (argv may carry undecodable bytes)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedError(f"{what} is not valid UTF-8") from None
-    return text
-
-
 def _nonempty(text: str, what: str) -> str:
-    if not _utf8_arg(text, what):
+    if not utf8_arg(text, what):
         raise UsageError(f"{what} is empty")
     return text
-
-
-def _number(text: str, what: str, minimum: int = 0) -> int:
-    n = parse_decimal(_utf8_arg(text, what), what)
-    if n < minimum:
-        raise MalformedError(f"{what} must be at least {minimum}")
-    return n
 
 
 def _quote(origin: str) -> str:
@@ -221,70 +194,8 @@ def _time(seconds: int | None) -> str:
 # --- output ----------------------------------------------------------------------------------
 
 
-def _write(data: bytes | str) -> None:
-    out = sys.stdout.buffer
-    out.write(data.encode("utf-8") if isinstance(data, str) else data)
-    out.flush()
-
-
 def _write_json_line(obj: object) -> None:
-    _write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
-
-
-def _about(path: str, e: OSError) -> OSError:
-    """``e`` as an error about ``path`` (same errno, hence same OSError subclass)."""
-    if e.errno is None:
-        return OSError(f"{path}: {e}")
-    return OSError(e.errno, e.strerror or os.strerror(e.errno), path)
-
-
-@contextlib.contextmanager
-def _output_file(path: str) -> Iterator[BinaryIO]:
-    """Write ``path`` atomically: a temporary file in its directory, renamed when complete.
-
-    An OSError about the temporary file (or about no file: a failed write or fsync) names
-    ``path``: the operator chose that name, never the temporary one. The temporary file is
-    removed on any failure.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tlog-witness-", suffix=".tmp")
-    except OSError as e:
-        raise _about(path, e) from None
-    try:
-        try:
-            with os.fdopen(fd, "wb") as f:
-                yield f
-                f.flush()
-                umask = os.umask(0)
-                os.umask(umask)
-                os.fchmod(f.fileno(), 0o666 & ~umask)
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except OSError as e:
-            if e.filename is None or e.filename == tmp:
-                raise _about(path, e) from None
-            raise
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _create_private(path: str, data: bytes) -> None:
-    """Create ``path`` with mode 0600 and write ``data``; never overwrite an existing file."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
+    write_stdout(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 # --- configuration, state and keys -------------------------------------------------------------
@@ -359,15 +270,7 @@ def _key_paths(args: argparse.Namespace, cfg: FileConfig | None) -> list[str]:
 
 def _read_witness_key(path: str) -> SignerKey:
     """A witness signer key file: type 0x04 (cosignature/v1) or 0x06 (ML-DSA-44)."""
-    data = _read(path, MAX_KEY_FILE_SIZE)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MalformedError(f"key file {path} is not UTF-8") from None
-    try:
-        key = parse_signer_key(text)
-    except MalformedError as e:
-        raise MalformedError(f"key file {path}: {e}") from None
+    key = read_key_file(path)
     if key.key_type not in (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1):
         kind = TYPE_NAMES.get(key.key_type, "unknown")
         raise UsageError(
@@ -408,7 +311,7 @@ def _path_in_config(path: str, directory: str) -> str:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    name = _utf8_arg(args.name, "--name")
+    name = utf8_arg(args.name, "--name")
     check_key_name(name)
     directory = _nonempty(args.dir, "--dir")
     db, pg = _location(args, None, default_dir=directory)
@@ -431,9 +334,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
     created: list[str] = []
     try:
         for (path, _), key in zip(key_specs, keys, strict=True):
-            _create_private(path, (key.format() + "\n").encode("utf-8"))
+            create_private(path, (key.format() + "\n").encode("utf-8"))
             created.append(path)
-        _create_private(config_path, text.encode("utf-8"))
+        create_private(config_path, text.encode("utf-8"))
     except BaseException:
         for path in created:
             os.unlink(path)
@@ -451,14 +354,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _write("".join(v + "\n" for v in vkeys))
+        write_stdout("".join(v + "\n" for v in vkeys))
     return EXIT_OK
 
 
 def _cmd_vkey(args: argparse.Namespace) -> int:
     cfg = _config(args)
     _, keys = _witness_keys(_key_paths(args, cfg), cfg.name if cfg else None)
-    _write("".join(k.vkey() + "\n" for k in keys))
+    write_stdout("".join(k.vkey() + "\n" for k in keys))
     return EXIT_OK
 
 
@@ -472,10 +375,12 @@ def _origin_arg(text: str) -> str:
 def _cmd_add_log(args: argparse.Namespace) -> int:
     origin = _origin_arg(args.origin)
     vkeys = tuple(_nonempty(k, "--key") for k in args.key)
-    qpd = None if args.qpd is None else _number(args.qpd, "--qpd", 1)
+    qpd = None if args.qpd is None else decimal_arg(args.qpd, "--qpd", 1)
     with _open(args) as state:
         state.add_log(origin, vkeys, qpd)
-    _write(f"added {_quote(origin)} ({len(set(vkeys))} key{'s' if len(set(vkeys)) > 1 else ''})\n")
+    write_stdout(
+        f"added {_quote(origin)} ({len(set(vkeys))} key{'s' if len(set(vkeys)) > 1 else ''})\n"
+    )
     return EXIT_OK
 
 
@@ -487,10 +392,10 @@ def _cmd_add_key(args: argparse.Namespace) -> int:
         if config is None:
             raise UsageError(f"log {_quote(origin)} is not configured (add it with add-log)")
         if vkey in config.keys:
-            _write(f"{_quote(origin)} already trusts that key\n")
+            write_stdout(f"{_quote(origin)} already trusts that key\n")
             return EXIT_OK
         state.add_key(origin, vkey)
-    _write(f"key added to {_quote(origin)}\n")
+    write_stdout(f"key added to {_quote(origin)}\n")
     return EXIT_OK
 
 
@@ -501,7 +406,7 @@ def _set_disabled(args: argparse.Namespace, disabled: bool) -> int:
         if config is None:
             raise UsageError(f"log {_quote(origin)} is not configured")
         state.set_disabled(origin, disabled)
-    _write(f"{'disabled' if disabled else 'enabled'} {_quote(origin)}\n")
+    write_stdout(f"{'disabled' if disabled else 'enabled'} {_quote(origin)}\n")
     return EXIT_OK
 
 
@@ -538,7 +443,7 @@ def _cmd_list_logs(args: argparse.Namespace) -> int:
         state_text = "disabled" if config.disabled else "enabled"
         out.append(f"{_quote(config.origin)} {state_text} {size}{when} qpd {qpd}\n")
         out.extend(f"  key {k}\n" for k in config.keys)
-    _write("".join(out))
+    write_stdout("".join(out))
     return EXIT_OK
 
 
@@ -617,8 +522,8 @@ def _cmd_pull_logs(args: argparse.Namespace) -> int:
     if source.startswith(("http://", "https://")):
         data = _fetch(source, timeout)
     else:
-        data = _read(source, MAX_LIST_SIZE)
-    entries = parse_log_list(data, "stdin" if _is_stdin(source) else source)
+        data = read_input(source, MAX_LIST_SIZE)
+    entries = parse_log_list(data, input_name(source))
     summary = _PullSummary()
     with _open(args) as state:
         for e in entries:
@@ -629,9 +534,9 @@ def _cmd_pull_logs(args: argparse.Namespace) -> int:
             else:
                 _pull_one(state, e, args.dry_run, summary, out)
             if out:
-                _write("".join(out))
+                write_stdout("".join(out))
     s = summary
-    _write(
+    write_stdout(
         f"{s.added} added, {s.keys} keys added, {s.qpds} quotas changed, {s.unchanged}"
         f" unchanged, {s.skipped} skipped{' (dry run: nothing written)' if args.dry_run else ''}\n"
     )
@@ -655,7 +560,7 @@ def _evidence_json(e: Evidence) -> dict[str, Any]:
 def _cmd_evidence(args: argparse.Namespace) -> int:
     origin = None if args.origin is None else _origin_arg(args.origin)
     if args.show is not None:
-        wanted = _number(args.show, "--show", 1)
+        wanted = decimal_arg(args.show, "--show", 1)
         with _open(args) as state:
             found = [e for e in state.evidence(origin, MAX_INT63) if e.id == wanted]
         if not found:
@@ -663,15 +568,15 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
         if args.json:
             _write_json_line(_evidence_json(found[0]))
         else:
-            _write(found[0].request)
+            write_stdout(found[0].request)
         return EXIT_OK
-    limit = _number(args.limit, "--limit", 1)
+    limit = decimal_arg(args.limit, "--limit", 1)
     with _open(args) as state:
         items = state.evidence(origin, limit)
     if args.json:
-        _write("".join(json.dumps(_evidence_json(e), sort_keys=True) + "\n" for e in items))
+        write_stdout("".join(json.dumps(_evidence_json(e), sort_keys=True) + "\n" for e in items))
     else:
-        _write(
+        write_stdout(
             "".join(f"{e.id} {_time(e.received_at)} {_quote(e.origin)} {e.reason}\n" for e in items)
         )
     return EXIT_OK
@@ -680,10 +585,10 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
 def _cmd_export_state(args: argparse.Namespace) -> int:
     with _open(args) as state:
         data = state.export_state()
-    if _is_stdin(args.out):
-        _write(data)
+    if is_stdin(args.out):
+        write_stdout(data)
     else:
-        with _output_file(_nonempty(args.out, "--out")) as f:
+        with output_file(_nonempty(args.out, "--out"), ".tlog-witness-", name_path=True) as f:
             f.write(data)
     return EXIT_OK
 
@@ -693,7 +598,7 @@ _SQLITE_FILES = ("", "-journal", "-wal", "-shm", "-writer.lock")
 
 
 def _cmd_import_state(args: argparse.Namespace) -> int:
-    data = _read(_nonempty(args.file, "FILE"))
+    data = read_input(_nonempty(args.file, "FILE"))
     # Parse and verify the whole file before touching the state: a refused file creates
     # nothing.
     entries = parse_state(data)
@@ -716,7 +621,7 @@ def _cmd_import_state(args: argparse.Namespace) -> int:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         raise
-    _write(f"imported {len(entries)} log{'' if len(entries) == 1 else 's'}\n")
+    write_stdout(f"imported {len(entries)} log{'' if len(entries) == 1 else 's'}\n")
     return EXIT_OK
 
 
@@ -757,12 +662,12 @@ def serve_settings(args: argparse.Namespace, cfg: FileConfig | None) -> ServeSet
         return None if cfg is None else getattr(cfg, attr)
 
     def name_arg(text: str) -> str:
-        check_key_name(_utf8_arg(text, "--name"))
+        check_key_name(utf8_arg(text, "--name"))
         return text
 
     host, port = _pick(
         args.listen,
-        lambda t: parse_listen(_utf8_arg(t, "--listen"), "--listen"),
+        lambda t: parse_listen(utf8_arg(t, "--listen"), "--listen"),
         file("listen"),
         parse_listen(DEFAULT_LISTEN),
     )
@@ -776,13 +681,13 @@ def serve_settings(args: argparse.Namespace, cfg: FileConfig | None) -> ServeSet
         keys=tuple(_key_paths(args, cfg)),
         submission_prefix=_pick(
             args.submission_prefix,
-            lambda t: check_prefix(_utf8_arg(t, "x"), "--submission-prefix"),
+            lambda t: check_prefix(utf8_arg(t, "x"), "--submission-prefix"),
             file("submission_prefix"),
             "",
         ),
         monitoring_prefix=_pick(
             args.monitoring_prefix,
-            lambda t: check_prefix(_utf8_arg(t, "x"), "--monitoring-prefix"),
+            lambda t: check_prefix(utf8_arg(t, "x"), "--monitoring-prefix"),
             file("monitoring_prefix"),
             "",
         ),
@@ -887,7 +792,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             ("workers", str(s.workers)),
             *(("vkey", v) for v in vkeys),
         ]
-        _write("".join(f"{k} {v}\n" for k, v in lines))
+        write_stdout("".join(f"{k} {v}\n" for k, v in lines))
         return EXIT_OK
     return serve(
         factory,
