@@ -6,6 +6,8 @@ The schema lives in the connection's current schema (the first existing schema o
 
 Transactions and locks:
 
+* every session sets ``synchronous_commit = on``: a COMMIT returns once the WAL is flushed,
+  whatever the server's, database's or role's default;
 * writes run in ``READ COMMITTED``. Correctness comes from row locks and constraints, not from
   the isolation level: every write to a run first ensures and locks the run's ``run_state``
   row (``INSERT … ON CONFLICT DO NOTHING`` when missing, then ``SELECT … FOR UPDATE``), and
@@ -68,7 +70,15 @@ class PostgresDialect(Dialect):
         self._sql: dict[str, str] = {}
 
     def connect(self) -> Any:
-        return psycopg.connect(self.conninfo, autocommit=True)
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        try:
+            # COMMIT must mean "on disk" whatever the server, database or role default says
+            # (synchronous_commit = off would let a crash undo a write already answered).
+            conn.execute("SET synchronous_commit = on")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def sql(self, text: str) -> str:
         out = self._sql.get(text)

@@ -737,3 +737,21 @@ def test_serialization_failures_retry_the_whole_transaction(pg_schema: Any) -> N
         records = store.append(1, [note("r"), note("r")])
         assert [r.seq for r in records] == [1, 2]
         assert store.read("r") == records  # written once, by the third attempt
+
+
+def test_postgres_commits_are_synchronous_whatever_the_default(pg_schema: Any) -> None:
+    """A database, role or connection string may default to synchronous_commit = off (a crash
+    could then undo a reported append or seal): the store's sessions set it on."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    options = conninfo_to_dict(pg_schema.conninfo).get("options", "")
+    lax = make_conninfo(pg_schema.conninfo, options=f"{options} -c synchronous_commit=off")
+    with psycopg.connect(lax) as probe:  # the default this test sets up is really off
+        assert probe.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    key = generate_key(ORIGIN)
+    init_store(postgres=lax, origin=ORIGIN, key=key)
+    with open_store(postgres=lax, key=key, clock=Clock()) as store:
+        store.append(1, [note("r")])
+        # The session's own connection (private: there is no other way to ask it).
+        conn = store._session._conn  # type: ignore[attr-defined]
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)

@@ -66,7 +66,14 @@ from tlog.merkle import (
     root,
     verify_subtree_consistency,
 )
-from tlog.note import Ed25519Signer, Ed25519Verifier, Signature, parse_note, sign_note
+from tlog.note import (
+    Ed25519Signer,
+    Ed25519Verifier,
+    Signature,
+    format_note,
+    parse_note,
+    sign_note,
+)
 from tlog.witnessproto import (
     MAX_REQUEST_SIZE,
     SIZE_CONTENT_TYPE,
@@ -2446,3 +2453,93 @@ def test_sign_subtree_with_prefix() -> None:
         assert r.status == 200, r.body
 
     run(t, mldsa=True, submission_prefix="/w")
+
+
+# --- found by review: evidence on a fresh read, lines in our name we never signed, lock order ---
+
+
+def test_evidence_is_kept_when_the_refusal_is_decided_on_a_fresh_read(
+    shared_backend: Backend,
+) -> None:
+    """The first request for a log after a restart (or on a worker that never cached it) is
+    decided on a fresh read: a fork refused there is kept as evidence too — both the 422 of a
+    second root at the stored size and the 409 that carries one."""
+
+    async def main() -> None:
+        clock = FakeClock()
+        log = Log().grow(8)
+        fork = Log(leaves=[leaf("fork", i) for i in range(5)])
+        s1 = shared_backend.open()
+        s1.add_log(ORIGIN, (log.vkey,))
+        async with serve(make_app(s1, witness_signers(False), name=WITNESS, clock=clock)) as c:
+            assert (await fetch(c, "POST", "/add-checkpoint", log.request(0, 5))).status == 200
+        for body, status, reason in [
+            (fork.request(5, 5), 422, "not consistent: "),
+            (fork.request(2, 5, proof=[leaf("z", 0)] * 3), 409, "same size, different root"),
+        ]:
+            # A new instance each time: its first read of the log is a fresh one.
+            s = shared_backend.open()
+            before = len(s.evidence(ORIGIN))
+            async with serve(make_app(s, witness_signers(False), name=WITNESS, clock=clock)) as c:
+                r = await fetch(c, "POST", "/add-checkpoint", body)
+            assert r.status == status, r.body
+            kept = s.evidence(ORIGIN)
+            assert len(kept) == before + 1, (status, kept)
+            assert kept[0].request == body
+            assert kept[0].reason.startswith(reason), kept[0].reason
+
+    asyncio.run(main())
+
+
+def test_lines_in_our_name_we_never_signed_are_not_repeated(tmp_path: Path) -> None:
+    """import-state checks a note with the log's keys only, so it may bring lines in this
+    witness's name that do not verify. The server must neither repeat them to a re-submission
+    (the replay path) nor take its timestamp floor from them."""
+    from witness.sqlstate import format_state
+
+    async def main() -> None:
+        backend = Backend("sqlite", tmp_path)
+        state = backend.open()
+        log = Log().grow(6)
+        ed = witness_signers(False)[0]
+        future = T0 + 10**6
+        bogus = Signature(WITNESS, ed.key_id, future.to_bytes(8, "big") + b"\x00" * 64)
+        _, log_sigs = parse_note(log.note(5))
+        note = format_note(log.text(5), [*log_sigs, bogus])
+        root = log.tree.root(5)
+        entry = (LogConfig(ORIGIN, (log.vkey,)), Cosigned(ORIGIN, 5, root, note, T0 - 100))
+        state.import_state(format_state([entry]))
+        clock = FakeClock()
+        verifier = CosignatureV1Verifier(WITNESS, ed.public_key)
+        async with serve(make_app(state, witness_signers(False), name=WITNESS, clock=clock)) as c:
+            for old, size in [(5, 5), (5, 6)]:
+                r = await fetch(c, "POST", "/add-checkpoint", log.request(old, size))
+                assert r.status == 200, r.body
+                [sig] = parse_cosignature_response(r.body)
+                assert verifier.verify(log.text(size), sig.sig), (old, size)
+                assert timestamp_of(sig) == T0, (old, size)  # the clock's, not the bogus line's
+        backend.close()
+
+    asyncio.run(main())
+
+
+def test_group_commit_takes_row_locks_in_origin_order(backend: Backend) -> None:
+    """Every batch reaches the state in origin order (two processes on one PostgreSQL then
+    queue on their row locks instead of deadlocking), and each request still gets its own
+    verdict."""
+    n = 6
+
+    async def t(env: Env) -> None:
+        logs = group_logs(env, n)
+        # Arrival order is the reverse of origin order.
+        rs = await leader_then_rest(env, [log.request(0, 3) for log in reversed(logs)], None)
+        assert all(r.status == 200 for r in rs), [r.body for r in rs]
+        multi = [b for b in env.state.batches if len(b) > 1]
+        assert multi, env.state.batches
+        assert all(b == sorted(b) for b in env.state.batches), env.state.batches
+        for log, r in zip(reversed(logs), rs, strict=True):
+            check_cosignatures(env, r.body, log.text(3))
+            stored = env.state.latest(log.origin)
+            assert stored is not None and stored.note == log.note(3) + r.body
+
+    run(t, backend=backend)

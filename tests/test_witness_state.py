@@ -1455,3 +1455,24 @@ def test_state_format_example() -> None:
     # The witness's own cosignature line rides along; the log's key verifies the note.
     _, cosigned = parse_state(data)[1]
     assert cosigned == c
+
+
+def test_postgres_commits_are_synchronous_whatever_the_default(pg_schema: Any) -> None:
+    """A database, role or connection string may default to synchronous_commit = off, where a
+    COMMIT returns before the WAL is flushed and a crash can undo a swap already answered: the
+    state's sessions set it on."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    options = conninfo_to_dict(pg_schema.conninfo).get("options", "")
+    lax = make_conninfo(pg_schema.conninfo, options=f"{options} -c synchronous_commit=off")
+    with psycopg.connect(lax) as probe:  # the default this test sets up is really off
+        assert probe.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    s = open_state(postgres=lax)
+    try:
+        s.add_log(ORIGIN, (LOG_KEY.vkey(),))
+        assert s.compare_and_swap(None, cos(ORIGIN, 1))
+        # The session's own connection (private: there is no other way to ask it).
+        conn = s._session._conn  # type: ignore[attr-defined]
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    finally:
+        s.close()

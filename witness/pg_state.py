@@ -5,6 +5,8 @@ Connection: psycopg 3 with driver-level autocommit (:class:`witness.sqlstate.Ses
 BEGIN and COMMIT). The tables live in the connection's current schema (the first existing
 schema of its ``search_path``), so one database can hold several states.
 
+* Every session sets ``synchronous_commit = on``: a COMMIT returns once the WAL is flushed,
+  whatever the server's, database's or role's default.
 * Writes run in ``READ COMMITTED``. The compare-and-swap is one conditional statement: a
   racing ``UPDATE … WHERE origin = ? AND size = ? AND root = ?`` waits for the row lock held
   by the first and then re-evaluates its WHERE clause against the committed row (so it changes
@@ -55,7 +57,15 @@ class PostgresDialect(Dialect):
         self._sql: dict[str, str] = {}
 
     def connect(self) -> Any:
-        return psycopg.connect(self.conninfo, autocommit=True)
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        try:
+            # COMMIT must mean "on disk" whatever the server, database or role default says
+            # (synchronous_commit = off would let a crash undo a write already answered).
+            conn.execute("SET synchronous_commit = on")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def sql(self, text: str) -> str:
         out = self._sql.get(text)

@@ -115,6 +115,7 @@ number of configured and cosigned logs, cosignatures issued and evidence kept.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import html
 import json
@@ -137,10 +138,17 @@ from tlog.cosignature import (
     SubtreeV1Signer,
     timestamp_of,
 )
-from tlog.errors import MalformedError, ProofError, UsageError, VerificationError
+from tlog.errors import (
+    MalformedError,
+    ProofError,
+    TlogError,
+    UnverifiedNoteError,
+    UsageError,
+    VerificationError,
+)
 from tlog.keys import format_vkey, parse_vkey, verifier_for
 from tlog.merkle import verify_subtree_consistency
-from tlog.note import Signature, Verifier, check_key_name, format_note, parse_note
+from tlog.note import Signature, Verifier, check_key_name, format_note, open_note
 from tlog.witnessproto import (
     MAX_REQUEST_SIZE,
     AddCheckpointRequest,
@@ -395,10 +403,23 @@ class _GroupCommit:
             self.pending = []
 
     def run(self, swaps: list[tuple[Cosigned | None, Cosigned]]) -> list[bool | Exception]:
-        """In a thread: the batch in one transaction. A batch refused for one bad swap (a
-        UsageError: a precondition) is retried swap by swap, so only that one fails."""
+        """In a thread: the batch in one transaction, in origin order. A batch refused for one
+        bad swap (a UsageError: a precondition) is retried swap by swap, so only that one
+        fails.
+
+        Origin order (stable: two swaps of one origin keep theirs) because every process takes
+        its rows' locks in it: two batches of two processes on one PostgreSQL that touch the
+        same logs then queue instead of deadlocking (which PostgreSQL breaks only after
+        ``deadlock_timeout``, a second)."""
+        order = sorted(range(len(swaps)), key=lambda i: swaps[i][1].origin)
         try:
-            return list(self.state.compare_and_swap_many(swaps))
+            verdicts = list(self.state.compare_and_swap_many([swaps[i] for i in order]))
+            if len(verdicts) != len(swaps):
+                return list(verdicts)  # flush() refuses a wrong count
+            out_of_order: list[bool | Exception] = [False] * len(swaps)
+            for position, i in enumerate(order):
+                out_of_order[i] = verdicts[position]
+            return out_of_order
         except UsageError:
             if len(swaps) == 1:
                 raise
@@ -606,25 +627,25 @@ class _Witness:
 
     def remember(self, origin: str, stored: Cosigned | None) -> _Latest:
         """Keep ``stored`` (None: nothing stored) as ``origin``'s state, with this witness's
-        own cosignature lines on it and their latest timestamp."""
-        cosigs: list[Signature] = []
+        own cosignature lines on it — verified: an imported note may carry lines in this
+        witness's name that it never signed — and their latest timestamp."""
+        cosigs: tuple[Signature, ...] = ()
         floor = 0
         if stored is not None:
             try:
-                _, sigs = parse_note(stored.note)
-            except MalformedError:
-                # The stored note is ours and always parses; if it ever does not, the clock
-                # alone decides the next timestamp, and the operator hears about it.
-                self.logger.error(json.dumps({"event": "stored-note-unparsable"}))
-                sigs = []
-            for sig in sigs:
-                if (sig.name, sig.key_id) in self.own_keys:
-                    try:
-                        floor = max(floor, timestamp_of(sig))
-                    except MalformedError:
-                        continue
-                    cosigs.append(sig)
-        entry = _Latest(stored, tuple(cosigs), floor)
+                cosigs = open_note(stored.note, self.own_verifiers).sigs
+            except UnverifiedNoteError:
+                pass  # no line of ours (an imported checkpoint): the clock decides
+            except TlogError as e:
+                # A line in our name that does not verify, or a note that does not parse: none
+                # of it is ours to repeat or to take a time from. The operator hears about it.
+                self.logger.error(
+                    json.dumps({"event": "stored-note-not-ours", "origin": origin, "error": str(e)})
+                )
+            for sig in cosigs:
+                with contextlib.suppress(MalformedError):
+                    floor = max(floor, timestamp_of(sig))
+        entry = _Latest(stored, cosigs, floor)
         self.latest[origin] = entry
         return entry
 
@@ -636,13 +657,12 @@ class _Witness:
         contradicts the stored one), always decided on a fresh read. Caller holds the
         origin's lock."""
         entry, fresh = kept
-        try:
-            entry.check(req, cp)
-            return entry
-        except (ConflictError, ProofError):
-            if fresh:
-                raise
-        entry, _ = await self.stored(cp.origin, fresh=True)
+        if not fresh:
+            try:
+                entry.check(req, cp)
+                return entry
+            except (ConflictError, ProofError):
+                entry, _ = await self.stored(cp.origin, fresh=True)
         try:
             entry.check(req, cp)
         except ConflictError:
