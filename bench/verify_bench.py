@@ -250,8 +250,7 @@ def floor(b: Built, *, bodies: bool = False) -> bytes:
     leaves: list[bytes] = []
     started = False
     if bodies:
-        _records_and_bodies(data[runs_at:end], leaves, verify)
-        prev = leaves.pop()
+        prev = _records_and_bodies(data[runs_at:end], leaves, verify)
     else:
         for line in data[runs_at:end].split(b"\n"):
             if line[44:45] == b" ":
@@ -289,9 +288,9 @@ def floor(b: Built, *, bodies: bool = False) -> bytes:
 
 def _records_and_bodies(
     runs: bytes, leaves: list[bytes], verify: Callable[[bytes, bytes], bytes]
-) -> None:
-    """The floor's record loop with the body check; appends the leaves of all runs but the
-    last, then the last run's head (the caller pops it)."""
+) -> bytes:
+    """The floor's record loop with the body check: appends the leaves of all runs but the
+    last to ``leaves`` and returns the last run's head, as the floor's own loop leaves them."""
     sha = hashlib.sha256
     check = body_names
     context = RECORD_SIGNATURE_CONTEXT
@@ -316,7 +315,7 @@ def _records_and_bodies(
             seq = 0
         elif line[:4] == b"sig ":
             verify(context + prev, a2b(line[-88:]))
-    leaves.append(prev)
+    return prev
 
 
 # --- timing ---------------------------------------------------------------------------------

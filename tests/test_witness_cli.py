@@ -924,10 +924,10 @@ def test_refused_import_into_a_new_state_leaves_no_file(
 
     # The database fails after the file was created: everything it made goes, but not a
     # file that was there before (a lock file left by an earlier run).
-    def broken(self: object, entries: object) -> None:
+    def broken(self: object, data: object) -> None:
         raise BackendError("disk on fire")
 
-    monkeypatch.setattr(SQLState, "import_entries", broken)
+    monkeypatch.setattr(SQLState, "import_state", broken)
     assert "disk on fire" in fails(4, "import-state", "-", "--db", db_new, stdin=data)
     assert os.listdir(new) == []
     (new / "witness.db-writer.lock").write_bytes(b"")

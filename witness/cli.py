@@ -130,7 +130,6 @@ from witness.sqlstate import (
     BackendError,
     CommitUnknownError,
     CorruptStateError,
-    SQLState,
     StateError,
     parse_state,
 )
@@ -610,10 +609,7 @@ def _cmd_import_state(args: argparse.Namespace) -> int:
     try:
         state = open_state(db=db, postgres=pg, create=True)
         try:
-            if isinstance(state, SQLState):  # both backends are: the file is parsed once
-                state.import_entries(entries)
-            else:
-                state.import_state(data)
+            state.import_state(data)  # parses it again: verifying notes is cheap here
         finally:
             state.close()
     except BaseException:

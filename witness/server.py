@@ -343,6 +343,15 @@ class _Latest:
             check_update(stored.size, stored.root, req, cp)
 
 
+def _from_state(e: Exception) -> Exception:
+    """What the server raises for an error of the state: the state never judges the client's
+    data (the server checked it before), so even its MalformedError is the server's problem
+    (500)."""
+    if isinstance(e, MalformedError | VerificationError):
+        return StateFailureError(f"{type(e).__name__} from the state: {e}")
+    return e
+
+
 _Swap = tuple[Cosigned | None, Cosigned, "asyncio.Future[bool]"]
 
 
@@ -376,21 +385,13 @@ class _GroupCommit:
                 results: list[bool | Exception]
                 try:
                     results = await asyncio.to_thread(self.run, [(e, n) for e, n, _ in batch])
-                    if len(results) != len(batch):
-                        raise StateFailureError(
-                            f"the state gave {len(results)} verdicts for {len(batch)} swaps"
-                        )
                 except Exception as e:  # the whole batch failed: every request hears it
                     results = [e] * len(batch)
                 for (_, _, future), result in zip(batch, results, strict=True):
                     if future.done():
                         continue  # its request was cancelled
-                    if isinstance(result, MalformedError | VerificationError):
-                        future.set_exception(
-                            StateFailureError(f"{type(result).__name__} from the state: {result}")
-                        )
-                    elif isinstance(result, BaseException):
-                        future.set_exception(result)
+                    if isinstance(result, Exception):
+                        future.set_exception(_from_state(result))
                     else:
                         future.set_result(result)
                 batch = []
@@ -415,7 +416,9 @@ class _GroupCommit:
         try:
             verdicts = list(self.state.compare_and_swap_many([swaps[i] for i in order]))
             if len(verdicts) != len(swaps):
-                return list(verdicts)  # flush() refuses a wrong count
+                raise StateFailureError(
+                    f"the state gave {len(verdicts)} verdicts for {len(swaps)} swaps"
+                )
             out_of_order: list[bool | Exception] = [False] * len(swaps)
             for position, i in enumerate(order):
                 out_of_order[i] = verdicts[position]
@@ -460,7 +463,6 @@ class _Witness:
         self.clock = clock
         self.config_ttl = config_ttl
         self.logger = logger
-        self.own_keys = {(s.name, s.key_id) for s in self.signers}
         self.own_verifiers = tuple(
             verifier_for(s.name, s.key_type, s.public_key) for s in self.signers
         )
@@ -544,10 +546,10 @@ class _Witness:
         try:
             if content.is_eof():
                 # The whole body came with the headers (the usual case): no deadline to keep.
-                chunks.append(content.read_nowait())
-                if len(chunks[0]) > self.max_body:
+                body = content.read_nowait()
+                if len(body) > self.max_body:
                     raise RequestTooLargeError(self.max_body)
-                return chunks[0]
+                return body
             async with asyncio.timeout(self.read_timeout):
                 while chunk := await content.readany():
                     total += len(chunk)
@@ -574,7 +576,7 @@ class _Witness:
         try:
             return await asyncio.to_thread(fn, *args)
         except (MalformedError, VerificationError) as e:
-            raise StateFailureError(f"{type(e).__name__} from the state: {e}") from e
+            raise _from_state(e) from e
 
     async def log_config(self, origin: str) -> LogConfig:
         """The configuration of an enabled log (404 otherwise), read at most every
@@ -630,7 +632,7 @@ class _Witness:
         own cosignature lines on it — verified: an imported note may carry lines in this
         witness's name that it never signed — and their latest timestamp."""
         cosigs: tuple[Signature, ...] = ()
-        floor = 0
+        cosig_ts = 0
         if stored is not None:
             try:
                 cosigs = open_note(stored.note, self.own_verifiers).sigs
@@ -644,8 +646,8 @@ class _Witness:
                 )
             for sig in cosigs:
                 with contextlib.suppress(MalformedError):
-                    floor = max(floor, timestamp_of(sig))
-        entry = _Latest(stored, cosigs, floor)
+                    cosig_ts = max(cosig_ts, timestamp_of(sig))
+        entry = _Latest(stored, cosigs, cosig_ts)
         self.latest[origin] = entry
         return entry
 

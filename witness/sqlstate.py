@@ -850,14 +850,7 @@ class SQLState(WitnessState):
         return self._read(work)
 
     def import_state(self, data: bytes) -> None:
-        self.import_entries(parse_state(data))
-
-    def import_entries(self, entries: Sequence[tuple[LogConfig, Cosigned | None]]) -> None:
-        """:meth:`import_state` of a file already parsed: ``entries`` exactly as
-        :func:`parse_state` returned them (it checked them; they are not checked again). For a
-        caller that must parse the file before opening the state (``tlog-witness
-        import-state``), without parsing it twice: parsing verifies every note and is most
-        of an import's time."""
+        entries = parse_state(data)
         lock = self._d.lock_suffix
 
         def work(tx: Tx) -> None:
