@@ -1394,3 +1394,14 @@ def test_init_and_manage_logs_on_postgres(tmp_path: Path, pg_schema: Any) -> Non
         ok("import-state", "-", "--db", str(tmp_path / "copy.db"), stdin=data)
         == b"imported 1 log\n"
     )
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a directory no one can create in")
+def test_a_state_where_no_file_can_be_created_is_one_usage_error(tmp_path: Path) -> None:
+    """The database's directory must be writable (the writers' lock file, SQLite's -wal and
+    -shm live there): otherwise exit 2 with one line naming the path and the reason, and no
+    witness directory left half made."""
+    out = tmp_path / "w"
+    err = fails(2, "init", "--name", WITNESS, "--db", "/proc/witness.db", "--dir", str(out))
+    assert "/proc/witness.db-writer.lock" in err and "must exist and be writable" in err, err
+    assert not out.exists() or os.listdir(out) == [], os.listdir(out)
