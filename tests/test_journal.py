@@ -1,7 +1,10 @@
-"""tlog.journal's record-body fast path, ``body_names``, against ``decode_body``.
+"""tlog.journal's record-body fast paths, ``body_names``, against ``decode_body``.
 
 ``body_names(raw, run, seq)`` may answer True only when ``decode_body(raw)`` accepts the bytes
-and names that run and seq; it may answer False when unsure. It parses and re-encodes with
+and names that run and seq; it may answer False when unsure. It asks two fast paths, and each is
+tested here on its own against ``decode_body``: the C scanner of ``tlog/_speedups.c`` (its
+conservative cases: an escaped object key or effect key, an integer of 16 digits in ``data``,
+more than 32 nested containers), then ``orjson_body_names``, which parses and re-encodes with
 orjson, so:
 
 1. orjson spells every string as the canonical encoder does (every Unicode scalar value), and
@@ -19,6 +22,9 @@ orjson, so:
    invalid UTF-8, field names) — never pass where ``decode_body`` refuses or names another run
    or seq; and where ``decode_body`` accepts and no conservative case applies, they pass.
 4. A fixed list of tricky bodies: both functions give the expected verdict.
+
+Points 2-4 hold for the C scanner too, with its own conservative cases; it must be built (the
+Makefile's install compiles it), since the verifiers' speed rests on it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import operator
 import random
 import re
 import string
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -44,7 +51,16 @@ from tlog.journal import (
     body_names,
     canonical_json,
     decode_body,
+    orjson_body_names,
 )
+
+_c_body_names: Callable[[bytes, bytes, int], bool] | None = None
+try:
+    from tlog._speedups import body_names as _c_implementation
+except ImportError:  # test_the_c_fast_path_is_built fails; the others test the orjson path
+    pass
+else:
+    _c_body_names = _c_implementation
 
 _ALNUM = string.ascii_letters + string.digits
 # Run and case IDs, and kinds, in their alphabets (kept short; st.from_regex is twice as slow).
@@ -59,7 +75,7 @@ _FLOAT_LIKE = re.compile(r"[0-9](?:[.eE]|[0-9]{15})")
 _AFTER_SEPARATOR = re.compile(r"[\[\],:}][+-]*[0-9]")
 
 
-def conservative(raw: bytes, body: Body) -> bool:
+def orjson_conservative(raw: bytes, body: Body) -> bool:
     if len(raw) > MAX_RECORD_SIZE or raw.count(b"{") + raw.count(b"[") > 64:
         return True
     ints, strings = [body.seq, body.epoch], [body.run, body.kind, body.case, body.effect_key]
@@ -69,6 +85,66 @@ def conservative(raw: bytes, body: Body) -> bool:
         any(_FLOAT_LIKE.search(t) for t in spelled)
         and any(_AFTER_SEPARATOR.search(t) for t in spelled)
     )
+
+
+def c_conservative(raw: bytes, body: Body) -> bool:
+    # What tlog/_speedups.c leaves to the other paths, stated on the decoded value.
+    del raw
+    keys: list[str] = []
+    ints: list[int] = []
+    _keys_and_ints(body.data, keys, ints)
+    escaped = re.compile(r'["\\\x00-\x1f]')
+    return (
+        any(escaped.search(k) for k in keys)
+        or (body.effect_key is not None and escaped.search(body.effect_key) is not None)
+        or any(abs(n) >= 10**15 for n in ints)
+        or _depth(body.data) > 32
+    )
+
+
+def _keys_and_ints(value: Any, keys: list[str], ints: list[int]) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        ints.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _keys_and_ints(v, keys, ints)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            keys.append(k)
+            _keys_and_ints(v, keys, ints)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+def _c_names(raw: bytes, run: str, seq: int) -> bool:
+    assert _c_body_names is not None, "tlog._speedups is not built"
+    return _c_body_names(raw, run.encode(), seq)
+
+
+FastPath = Any  # (raw, run, seq) -> bool
+PATHS = [
+    pytest.param(orjson_body_names, orjson_conservative, id="orjson"),
+    pytest.param(
+        _c_names,
+        c_conservative,
+        id="c",
+        marks=pytest.mark.skipif(_c_body_names is None, reason="tlog._speedups is not built"),
+    ),
+]
+
+
+def test_the_c_fast_path_is_built() -> None:
+    # `make` compiles tlog/_speedups.c (gcc and the OpenSSL headers are on every machine this
+    # project is set up on); without it the export verifiers are several times slower.
+    assert _c_body_names is not None, "tlog._speedups is not built: see pyproject.toml"
 
 
 def _leaves(value: Any, ints: list[int], strings: list[str | None]) -> None:
@@ -225,16 +301,21 @@ def test_orjson_refuses_lone_surrogate_escapes_and_non_utf8() -> None:
 # --- 2. valid bodies take the fast path -----------------------------------------------------
 
 
+@pytest.mark.parametrize(("fast", "conservative"), PATHS)
 @settings(max_examples=1500, deadline=None)
-@given(bodies())
-def test_valid_bodies_take_the_fast_path(body: Body) -> None:
+@given(body=bodies())
+def test_valid_bodies_take_the_fast_path(fast: FastPath, conservative: Any, body: Body) -> None:
     raw = body.encode()
     assert decode_body(raw) == body
-    assert body_names(raw, body.run, body.seq) or conservative(raw, body), raw
-    assert not body_names(raw, body.run, body.seq + 1)
-    assert not body_names(raw, body.run + "x", body.seq)
+    assert fast(raw, body.run, body.seq) or conservative(raw, body), raw
+    assert not fast(raw, body.run, body.seq + 1)
+    assert not fast(raw, body.run + "x", body.seq)
     if body.seq > 1:
-        assert not body_names(raw, body.run, body.seq - 1)
+        assert not fast(raw, body.run, body.seq - 1)
+    either = _c_body_names is not None and _c_names(raw, body.run, body.seq)
+    assert body_names(raw, body.run, body.seq) == (
+        either or orjson_body_names(raw, body.run, body.seq)
+    )
 
 
 def test_ordinary_bodies_take_the_fast_path() -> None:
@@ -370,10 +451,11 @@ def mutate(raw: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
+@pytest.mark.parametrize(("fast", "conservative"), PATHS)
 @settings(max_examples=3000, deadline=None)
-@given(bodies(), st.integers(0, 2**64), st.sampled_from([0.0, 0.02, 0.1, 0.4]))
+@given(body=bodies(), seed=st.integers(0, 2**64), p=st.sampled_from([0.0, 0.02, 0.1, 0.4]))
 def test_mutated_bodies_pass_only_where_decode_body_accepts(
-    body: Body, seed: int, p: float
+    fast: FastPath, conservative: Any, body: Body, seed: int, p: float
 ) -> None:
     # A plain Random from a drawn seed: reproducible, and much cheaper than st.randoms().
     rng = random.Random(seed)
@@ -381,8 +463,7 @@ def test_mutated_bodies_pass_only_where_decode_body_accepts(
     raw = mutate(respell(obj, rng, p).encode(), rng)
     slow = decoded(raw)
     for run, seq in ((body.run, body.seq), (body.run, body.seq + 1), ("other", body.seq)):
-        fast = body_names(raw, run, seq)
-        if fast:
+        if fast(raw, run, seq):
             assert names(slow, run, seq), raw
         elif slow is not None and names(slow, run, seq):
             assert conservative(raw, slow), raw
@@ -501,4 +582,68 @@ TRICKY: list[tuple[bytes, tuple[bool, bool]]] = [
 
 @pytest.mark.parametrize(("raw", "verdict"), TRICKY, ids=[str(i) for i in range(len(TRICKY))])
 def test_tricky_bodies(raw: bytes, verdict: tuple[bool, bool]) -> None:
-    assert (body_names(raw, "r", 1), names(decoded(raw), "r", 1)) == verdict, raw[:200]
+    # The verdicts are the orjson path's; the C scanner's follow from its conservative cases.
+    assert (orjson_body_names(raw, "r", 1), names(decoded(raw), "r", 1)) == verdict, raw[:200]
+    slow = decoded(raw)
+    sure = names(slow, "r", 1) and not c_conservative(raw, slow)  # type: ignore[arg-type]
+    assert _c_names(raw, "r", 1) == sure, raw[:200]
+    assert body_names(raw, "r", 1) == (sure or verdict[0]), raw[:200]
+
+
+# The C scanner's own edges: (body, its verdict). Every True is also decode_body's verdict.
+C_EDGES: list[tuple[bytes, bool]] = [
+    (_b(b'"\\u001f\\u0000\\"\\\\\\b\\f\\n\\r\\t"'), True),
+    (_b(b'"\\u001F"'), False),  # uppercase hex
+    (_b(b'"\\u0009"'), False),  # \t has a short escape
+    (_b(b'"\\u0041"'), False),  # A needs none
+    (_b(b'"\\/"'), False),
+    (_b(b'"\\ud800"'), False),
+    (_b(b'"\x7f\xe2\x80\xa8\xef\xbb\xbf\xf4\x8f\xbf\xbf"'), True),  # DEL, U+2028, BOM, max
+    (_b(b'"\xc0\x80"'), False),  # overlong
+    (_b(b'"\xed\xa0\x80"'), False),  # an encoded surrogate
+    (_b(b'"\xf4\x90\x80\x80"'), False),  # beyond U+10FFFF
+    (_b(b'"\xe2\x82"'), False),  # truncated
+    (_b(b'"\x1f"'), False),  # a raw control character
+    (_b(b"999999999999999"), True),
+    (_b(b"-999999999999999"), True),
+    (_b(b"1000000000000000"), False),  # 16 digits: left to the other paths
+    (_b(b"-0"), False),
+    (_b(b"01"), False),
+    (_b(b"1.0"), False),
+    (_b(b"1e3"), False),
+    (_b(b"[" * 32 + b"]" * 32), True),
+    (_b(b"[" * 33 + b"]" * 33), False),
+    (_b(b'{"a\\"b":1}'), False),  # an escaped key
+    (_b(b'{"":1,"a":{"a":2,"b":[]}}'), True),
+    (_b(b'{"a":1,"":1}'), False),
+    (_b(b"", epoch=b"9223372036854775807"), True),
+    (_b(b"", epoch=b"9223372036854775808"), False),
+    (_b(b"", epoch=b"0"), False),
+    (_b(b"", epoch=b"01"), False),
+    (_b(b"", effect_key=b'"' + "é".encode() * 256 + b'"'), True),
+    (_b(b"", effect_key=b'"' + "é".encode() * 257 + b'"'), False),
+    (_b(b"", effect_key=b'""'), False),
+    (_b(b"", effect_key=b'"a\\"b"'), False),  # escaped: left to the other paths
+    (_b(b"", case=b'"' + b"c" * 128 + b'"'), True),
+    (_b(b"", case=b'"' + b"c" * 129 + b'"'), False),
+    (_b(b"", case=b'"-c"'), False),
+    (_b(b"", kind=b'"' + b"K" * 65 + b'"'), False),
+    (_b(b"", kind=b'"1K"'), False),
+    (_b(b"", v=b"true"), False),
+    (_b(b"", v=b"10"), False),
+    (_b(b"", seq=b"01"), False),
+    (_b(b"", seq=b"2"), False),
+    (_b(b"", run=b'"r2"'), False),
+    (_b(b"", other=b"1"), False),
+    (_b(b"").replace(b',"v":1', b""), False),
+    (_b(b"") + b" ", False),
+    (b" " + _b(b""), False),
+    (_b(b"").replace(b":", b": ", 1), False),
+]
+
+
+@pytest.mark.parametrize(("raw", "verdict"), C_EDGES, ids=[str(i) for i in range(len(C_EDGES))])
+def test_c_scanner_edges(raw: bytes, verdict: bool) -> None:
+    assert _c_names(raw, "r", 1) == verdict, raw[:200]
+    if verdict:
+        assert names(decoded(raw), "r", 1), raw[:200]

@@ -374,6 +374,32 @@ def test_single_byte_changes_in_process(tmp_path: Path, monkeypatch: pytest.Monk
     }, classes
 
 
+@cache
+def unsigned_export() -> bytes:
+    """Runs of plain, unsigned records: the files the C scans of tlog/_speedups.c take whole
+    (sealed runs of 1..6 records, two unsealed, checkpoints at 3 and 9)."""
+    runs = [Run(f"s{p}", make_run(f"s{p}", 1 + p % 6, case=f"c{p}"), p) for p in range(9)]
+    runs += [Run("u1", make_run("u1", 3)), Run("u2", make_run("u2", 2, effect_key="k"))]
+    return write(runs, sizes=(3, 9), cosigned=(9,), record_keys=())
+
+
+def test_single_byte_changes_of_unsigned_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The C scans decide every record here; their verdicts must be the one-pass verifier's.
+    data = unsigned_export()
+    p = tmp_path / "x"
+    changed = 0
+    for n, (label, m) in enumerate(mutations(data, 400)):
+        if m == data:  # a space written over a space
+            continue
+        monkeypatch.setattr(parallel, "_BLOCK", (1 << 20, 300)[n % 2])
+        got = same(p, m, jobs=1, chunk_bytes=(1, 700, 1 << 20)[n % 3])
+        assert isinstance(got, TlogError), label
+        changed += 1
+    assert changed >= 380
+
+
 def test_single_byte_changes_with_workers(tmp_path: Path) -> None:
     data = medium_export()
     p = tmp_path / "x"

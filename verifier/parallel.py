@@ -88,7 +88,9 @@ import hashlib
 import mmap
 import multiprocessing
 import os
+import re
 import threading
+from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -145,6 +147,18 @@ _BLOCK = 1 << 20
 check); a chunk's lines are never all held at once."""
 assert _BLOCK <= MAX_LINE
 _sha256 = hashlib.sha256
+_Run = tuple[int, str, int, int, bytes | None, int]
+"""A verified run: (run line, run ID, count, sealed position or -1, leaf or None, last line)."""
+
+_scan: Callable[[bytes, int, int, bytes, int, int, bytes], tuple[int, int, bytes]] | None = None
+_scan_runs: Callable[[bytes | mmap.mmap, int, int, int], tuple[int, int, list[_Run]]] | None = None
+_count_lines: Callable[[mmap.mmap, int, int], int] | None = None
+try:  # the C scans (tlog/_speedups.c); without them _runs's own loop does every record
+    from tlog._speedups import count_lines, scan_records, scan_runs
+except ImportError:  # pragma: no cover - installed without a C compiler
+    pass
+else:
+    _scan, _scan_runs, _count_lines = scan_records, scan_runs, count_lines
 _a2b = binascii.a2b_base64
 _b2a = binascii.b2a_base64
 
@@ -185,6 +199,15 @@ def _hash_of(text: bytes) -> bytes | None:
     return h if len(h) == 32 and _b2a(h, newline=False) == text else None
 
 
+# A run line as the one-pass reader accepts it, in its common spelling: a run ID, a count of at
+# most 18 digits, and for a sealed run a position of at most 18 digits and an outcome (18 digits
+# stay below 2^63, so no bound needs checking). Anything else goes through _run_line.
+_RUN_LINE = re.compile(
+    rb"run ([A-Za-z0-9][A-Za-z0-9._:@-]{0,127}) ([1-9][0-9]{0,17})"
+    rb"(?: sealed (0|[1-9][0-9]{0,17}) [A-Za-z][A-Za-z0-9_.-]{0,63})?"
+)
+
+
 # --- reading lines of a chunk ---------------------------------------------------------------
 
 
@@ -192,23 +215,23 @@ class _Reader:
     """The one-pass reader's lines (``tlog.export._Lines``) from ``start`` of a mapped file.
 
     Lines before ``end`` are read in blocks of at most :data:`_BLOCK` bytes, each cut after its
-    last LF and split; a line longer than a block, and every line at or after ``end`` (only the
-    look-ahead at the end of a chunk, or a run that overruns it — a failure), is read alone from
-    the map. Line numbers, the length limit and the truncation check are the one-pass reader's.
-    One line of push-back.
+    last LF (``buf``; ``at`` is the offset in it of the next line, which the record scan of
+    :func:`_runs` may also advance); a line longer than a block, and every line at or after
+    ``end`` (only the look-ahead at the end of a chunk, or a run that overruns it — a failure),
+    is read alone from the map. Line numbers, the length limit and the truncation check are the
+    one-pass reader's. One line of push-back.
     """
 
     def __init__(self, mm: mmap.mmap, size: int, start: int, end: int, lineno: int) -> None:
         self.mm = mm
         self.size = size
         self.end = end
-        self.pos = start  # the offset of the first byte not yet split into lines
-        self.lines: list[bytes] = []
-        self.i = 0  # the next index into lines
-        self.block_start = start  # the offset of lines[0]
-        self.block_line = lineno + 1  # the number of lines[0]
+        self.pos = start  # the offset of the first byte after buf
+        self.buf = b""  # a block of whole lines (each ends in LF)
+        self.at = 0  # the offset in buf of the next line
+        self.block_start = start  # the file offset of buf[0]
         self.lineno = lineno  # the number of the last line read
-        self.single: tuple[int, int] = (0, 0)  # (number, offset) of the last line read alone
+        self.last = start  # the file offset of the last line read by next()
         self.back: tuple[int, bytes] | None = None
 
     def next(self) -> tuple[int, bytes] | None:
@@ -216,28 +239,29 @@ class _Reader:
         if back is not None:
             self.back = None
             return back
-        i = self.i
-        if i < len(self.lines):
-            self.i = i + 1
+        at = self.at
+        buf = self.buf
+        if at < len(buf):
+            lf = buf.index(b"\n", at)
+            self.at = lf + 1
             self.lineno += 1
-            return self.lineno, self.lines[i]
+            self.last = self.block_start + at
+            return self.lineno, buf[at:lf]
         return self._fill()
 
     def _fill(self) -> tuple[int, bytes] | None:
         off = self.pos
-        self.lines = []
-        self.i = 0
+        self.buf = b""
+        self.at = 0
         if off < self.end:
             buf = self.mm[off : min(off + _BLOCK, self.end)]
             cut = buf.rfind(b"\n")
             if cut >= 0:
                 # Lines of a block are shorter than _BLOCK <= MAX_LINE: no length check.
-                self.lines = buf[:cut].split(b"\n")
-                self.block_start, self.block_line = off, self.lineno + 1
+                self.buf = buf[: cut + 1]
+                self.block_start = off
                 self.pos = off + cut + 1
-                self.i = 1
-                self.lineno += 1
-                return self.lineno, self.lines[0]
+                return self.next()
         if off >= self.size:
             return None
         self.lineno += 1
@@ -248,28 +272,22 @@ class _Reader:
             raise ExportFormatError(self.lineno, "the export is truncated (last line has no LF)")
         if lf - off > MAX_LINE:  # pragma: no cover - the find is bounded to MAX_LINE + 1 bytes
             raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
-        self.single = (self.lineno, off)
+        self.last = off
         self.pos = lf + 1
         return self.lineno, self.mm[off:lf]
 
     def at_chunk_end(self) -> bool:
         """True when the next line to read starts at or after the chunk's end."""
-        if self.back is not None:
-            return self.back[0] == self.single[0] and self.single[1] >= self.end
-        return self.i >= len(self.lines) and self.pos >= self.end
+        if self.back is not None:  # the pushed-back line is the last one read
+            return self.last >= self.end
+        return self.at >= len(self.buf) and self.pos >= self.end
 
     def offset_of_last(self) -> int:
-        """The byte offset of the last line read."""
-        if self.lineno == self.single[0]:
-            return self.single[1]
-        k = self.lineno - self.block_line
-        return self.block_start + sum(len(data) for data in self.lines[:k]) + k
+        """The byte offset of the last line read by :meth:`next`."""
+        return self.last
 
 
 # --- the worker -----------------------------------------------------------------------------
-
-_Run = tuple[int, str, int, int, bytes | None, int]
-"""A verified run: (run line, run ID, count, sealed position or -1, leaf or None, last line)."""
 
 
 @dataclass
@@ -285,6 +303,49 @@ class _ChunkResult:
     """(line, offset, bytes) of a line that is not a run line where a run line is due."""
     end: int = 0
     """The chunk's end offset (for progress)."""
+    sealed: _SealedRuns | None = None
+    """``runs`` in columns, when they are all sealed at consecutive positions (then ``runs``
+    is empty): a few large objects cross processes much faster than a tuple per run."""
+
+
+@dataclass
+class _SealedRuns:
+    """Runs sealed at positions ``first``, ``first + 1``, …, by column."""
+
+    first: int
+    ids: str  # the run IDs, joined by LF (no run ID holds one)
+    leaves: bytes  # the leaf hashes, 32 bytes each
+    lines: array[int]  # the run lines
+    counts: array[int]
+    last_lines: array[int]  # the lines of their last records
+
+    @classmethod
+    def of(cls, runs: list[_Run]) -> _SealedRuns | None:
+        first = runs[0][3]
+        if first < 0 or [r[3] for r in runs] != list(range(first, first + len(runs))):
+            return None
+        return cls(
+            first,
+            "\n".join([r[1] for r in runs]),
+            b"".join([cast(bytes, r[4]) for r in runs]),
+            array("q", [r[0] for r in runs]),
+            array("q", [r[2] for r in runs]),
+            array("q", [r[5] for r in runs]),
+        )
+
+    def runs(self) -> list[_Run]:
+        leaves = self.leaf_list()
+        ids = self.ids.split("\n")
+        return [
+            (n, run, count, self.first + i, leaves[i], last)
+            for i, (n, run, count, last) in enumerate(
+                zip(self.lines, ids, self.counts, self.last_lines, strict=True)
+            )
+        ]
+
+    def leaf_list(self) -> list[bytes]:
+        blob = self.leaves
+        return [blob[i : i + 32] for i in range(0, len(blob), 32)]
 
 
 @dataclass
@@ -299,10 +360,14 @@ class _Context:
     keys: _Keys  # for _parse_sig_line
 
     @classmethod
-    def open(cls, path: str, header: ExportHeader, require_signatures: bool) -> _Context:
+    def open(
+        cls, path: str, header: ExportHeader, require_signatures: bool, mm: mmap.mmap | None = None
+    ) -> _Context:
+        """The context of a worker process, or (``mm``: the caller's map) of the caller."""
         keys = _check_header(header)
-        with open(path, "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if mm is None:
+            with open(path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         fast = {
             (name.encode("utf-8"), b"%08x" % key_id): v
             for (name, key_id), v in keys.record_keys.items()
@@ -336,6 +401,10 @@ def verify_chunk(ctx: _Context, start: int, end: int, line: int, last: bool) -> 
         _runs(ctx, rd, result, last)
     except Exception as e:
         result.failure = _portable(e)
+    if result.runs and result.failure is None:
+        result.sealed = _SealedRuns.of(result.runs)
+        if result.sealed is not None:
+            result.runs = []
     return result
 
 
@@ -345,47 +414,60 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
     record_keys = ctx.fast_keys
     require = ctx.require_signatures
     sha = _sha256
+    scan_runs = _scan_runs if not require else None  # it takes unsigned records only
     while True:
         if not last and rd.at_chunk_end():
             return
+        if scan_runs is not None and rd.back is None:
+            # The C scan takes whole runs it is sure of, up to the end of the block (or of the
+            # chunk, read from the map without a copy) or to a run it is not sure of (a signed
+            # record, a failure, a run that ends at the chunk's end), which the code below does.
+            found = None
+            if rd.at < len(rd.buf):
+                rd.at, rd.lineno, found = scan_runs(rd.buf, rd.at, len(rd.buf), rd.lineno)
+            elif rd.pos < rd.end:
+                rd.pos, rd.lineno, found = scan_runs(rd.mm, rd.pos, rd.end, rd.lineno)
+            if found:
+                runs += found
+                continue
         got = rd.next()
         if got is None:
             raise ExportFormatError(
                 rd.lineno + 1, "the export is truncated: expected a run or end line"
             )
         n, data = got
-        rest = _keyword(data, b"run")
-        if rest is None:
-            result.stop = (n, rd.offset_of_last(), data)
-            return
-        # The run line's own grammar (tlog.export.read_export); the checks that depend on the
-        # runs before it are the coordinator's.
-        tokens = rest.split(b" ")
-        if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
-            raise ExportFormatError(
-                n,
-                "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
-            )
-        run = _text(tokens[0], n)
-        try:
-            check_run_id(run)
-        except MalformedError as e:
-            raise ExportFormatError(n, str(e)) from None
-        count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
-        pos = -1
-        if len(tokens) == 5:
-            pos = _decimal(tokens[3], n, f"log position of run {run}")
-            outcome = _text(tokens[4], n)
-            try:
-                check_outcome(outcome)
-            except MalformedError as e:
-                raise ExportFormatError(n, f"run {run}: {e}") from None
+        plain = _RUN_LINE.fullmatch(data)
+        if plain is not None:  # the common spelling, whose values need no further check
+            run_id = plain[1]
+            run = run_id.decode("ascii")
+            count = int(plain[2])
+            pos = -1 if plain[3] is None else int(plain[3])
+        else:
+            run_id, run, count, pos = _run_line(n, data)
+            if not run_id:
+                result.stop = (n, rd.offset_of_last(), data)
+                return
         run_line = n
         result.partial = (run_line, run, pos)
 
         prev = GENESIS
         seq = 0
+        scan = _scan if not require else None  # it takes unsigned records only
         while seq < count:
+            if scan is not None and rd.back is None and rd.at < len(rd.buf):
+                # The C scan takes the plain records it is sure of, then the loop below does
+                # one record (the verdict, or a signed record) and the scan resumes. A scan
+                # that takes nothing is not tried again in this run (signed records).
+                at, taken, prev = scan(rd.buf, rd.at, len(rd.buf), run_id, seq + 1, count, prev)
+                if taken:
+                    rd.at = at
+                    rd.lineno += taken
+                    seq += taken
+                    if seq == count:
+                        n = rd.lineno
+                        break
+                else:
+                    scan = None
             seq += 1
             got = rd.next()
             if got is None:
@@ -441,6 +523,36 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
             prev = h
         result.partial = None
         runs.append((run_line, run, count, pos, leaf_hash(prev) if pos >= 0 else None, n))
+
+
+def _run_line(n: int, data: bytes) -> tuple[bytes, str, int, int]:
+    """A run line (line ``n``) by the one-pass reader's own grammar (tlog.export.read_export):
+    (run ID bytes, run ID, count, sealed position or -1); ``b""`` when ``data`` is not a
+    ``run`` line. The checks that depend on the runs before it are the coordinator's."""
+    rest = _keyword(data, b"run")
+    if rest is None:
+        return b"", "", 0, -1
+    tokens = rest.split(b" ")
+    if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
+        raise ExportFormatError(
+            n,
+            "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
+        )
+    run = _text(tokens[0], n)
+    try:
+        check_run_id(run)
+    except MalformedError as e:
+        raise ExportFormatError(n, str(e)) from None
+    count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
+    pos = -1
+    if len(tokens) == 5:
+        pos = _decimal(tokens[3], n, f"log position of run {run}")
+        outcome = _text(tokens[4], n)
+        try:
+            check_outcome(outcome)
+        except MalformedError as e:
+            raise ExportFormatError(n, f"run {run}: {e}") from None
+    return tokens[0], run, count, pos
 
 
 def _slow_hash(text: bytes, line: int, run: str, seq: int) -> bytes:
@@ -575,10 +687,14 @@ class _Merge:
             self.last_unsealed = run
         self.runs += 1
 
-    def add_leaf(self, leaf: bytes, at_line: int) -> None:
-        """A sealed run's head enters the log; check the checkpoints of the size it reaches."""
+    def add_leaves(self, leaves: list[bytes], at_line: int) -> None:
+        """Sealed runs' heads enter the log; check the checkpoints of the size they reach.
+
+        Requires: no pending checkpoint's size lies strictly between the log's size before and
+        after (each is reached by the last of a batch: :meth:`chunk` cuts them so).
+        """
         tree = self.tree
-        tree.append(leaf)
+        tree.extend(leaves)
         pending = self.pending
         while pending and pending[0].size == tree.size:
             cp = pending.pop(0)
@@ -600,16 +716,58 @@ class _Merge:
 
     def chunk(self, result: _ChunkResult) -> None:
         """Merge one chunk's result, in file order; raise its first failure at its place."""
+        sealed = result.sealed
+        if sealed is not None:
+            ids = set(sealed.ids.split("\n"))
+            if (
+                self.last_unsealed is None
+                and sealed.first == self.position
+                and len(ids) == len(sealed.counts)
+                and self.sealed_ids.isdisjoint(ids)
+            ):
+                # Sealed runs at the next positions, with new and distinct IDs: every check
+                # of run_line holds for each of them, so only the counts and leaves merge.
+                self._sealed(sealed, ids)
+                self.signed += result.signed
+                return
+            result.runs = sealed.runs()  # one of them fails a check: run by run
+        # Leaves are added in batches (MemoryHashStore.extend is several times faster per leaf
+        # than append), each ending where the log reaches the next checkpoint's size, so each
+        # checkpoint is checked at its run, as the one-pass verifier checks it.
+        batch: list[bytes] = []
+        due = self.pending[0].size - self.tree.size if self.pending else -1
+        last_line = 0
         for n, run, count, pos, leaf, last_line in result.runs:
             self.run_line(n, run, pos)
             self.records += count
             if leaf is not None:
-                self.add_leaf(leaf, last_line)
+                batch.append(leaf)
+                if len(batch) == due:
+                    self.add_leaves(batch, last_line)
+                    batch = []
+                    due = self.pending[0].size - self.tree.size if self.pending else -1
+        if batch:
+            self.add_leaves(batch, last_line)
         if result.partial is not None:
             self.run_line(*result.partial)
         if result.failure is not None:
             raise _rebuild(result.failure) from None
         self.signed += result.signed
+
+    def _sealed(self, sealed: _SealedRuns, ids: set[str]) -> None:
+        k = len(sealed.counts)
+        self.sealed_ids |= ids
+        self.position += k
+        self.runs += k
+        self.records += sum(sealed.counts)
+        leaves = sealed.leaf_list()
+        i = 0
+        while i < k:
+            # A batch ends where the log reaches the next checkpoint's size (see chunk).
+            due = self.pending[0].size - self.tree.size if self.pending else 0
+            j = i + due if 0 < due <= k - i else k
+            self.add_leaves(leaves[i:j], sealed.last_lines[j - 1])
+            i = j
 
     def end(self, n: int, offset: int, data: bytes, size: int, digest: _Digest) -> ExportSummary:
         """The end line's checks (tlog.export.read_export) and the summary."""
@@ -687,8 +845,11 @@ def _chunks(
             return
         end = cut + 1
         yield start, end, line, False
-        for at in range(start, end, _BLOCK):
-            line += mm[at : min(at + _BLOCK, end)].count(b"\n")
+        if _count_lines is not None:
+            line += _count_lines(mm, start, end)
+        else:  # pragma: no cover - installed without a C compiler
+            for at in range(start, end, _BLOCK):
+                line += mm[at : min(at + _BLOCK, end)].count(b"\n")
         start = end
 
 
@@ -821,7 +982,7 @@ def _verify_runs(
     try:
         results: Iterator[_ChunkResult]
         if jobs == 1:
-            own = _Context.open(path, header, require_signatures)
+            own = _Context.open(path, header, require_signatures, mm)  # one map: pages once
             results = (verify_chunk(own, *task) for task in tasks)
         else:
             mp = multiprocessing.get_context(_start_method(start_method))
@@ -856,5 +1017,3 @@ def _verify_runs(
             # On a failure the chunks not started are cancelled; those running finish (at most
             # one chunk per worker), so that no process outlives the call.
             executor.shutdown(wait=True, cancel_futures=True)
-        if own is not None:
-            own.mm.close()

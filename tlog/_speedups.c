@@ -1,0 +1,727 @@
+/*
+ * tlog._speedups: the export verifiers' record fast path, in C.
+ *
+ * Two functions, each a *sound subset* of the pure-Python checks it speeds up: a True (or a
+ * record counted as done) means the Python code would accept the same bytes with the same
+ * result; anything this code is not sure of -- an escape in a key, a 16-digit integer, a
+ * record followed by a sig line, the end of a block, any error -- makes it stop and leave the
+ * verdict, and the error message, to the Python code (tlog.journal.decode_body,
+ * tlog.export.read_export, verifier.parallel._runs). So it never decides a failure and never
+ * writes a message.
+ *
+ *   body_names(raw: bytes, run: bytes, seq: int) -> bool
+ *       True only when tlog.journal.decode_body(raw) succeeds and the body names run ``run``
+ *       and record ``seq``. Requires: ``run`` is a valid run ID, 1 <= seq <= 2**63 - 1.
+ *
+ *   scan_records(buf, at, end, run: bytes, seq: int, count: int, prev: bytes)
+ *       -> (at, records, prev)
+ *       Verifies the record lines of one run from offset ``at`` of ``buf``, which holds
+ *       LF-terminated lines up to offset ``end``: records ``seq``, ``seq + 1``, ... ``count``
+ *       of run ``run`` whose predecessor's hash is ``prev``. A record is taken when its line is
+ *       ``<hash> <body>`` with the hash in canonical base64, the body passes body_names, the
+ *       line after it is in ``buf`` and is not a ``sig`` line (and is a ``run`` or ``end``
+ *       line after the run's last record), and SHA-256(prev || body) is the written hash.
+ *       Stops at the first record not taken; returns the offset after the last record taken,
+ *       how many were taken, and the last taken record's hash (``prev`` when none).
+ *
+ * What body_names accepts, and why each acceptance is the Python verdict (the format is in
+ * the docstring of tlog/journal.py): a JSON object with no whitespace between tokens; its keys
+ * from {case, data, effect_key, epoch, kind, run, seq, v}, each written without escapes, in
+ * strictly increasing byte order (UTF-8 byte order is code point order, the order of the
+ * canonical encoder's sort_keys, and "strictly" excludes repeated keys), with v, run, seq,
+ * epoch and kind present; v is 1; seq is the decimal of ``seq``; epoch a decimal without a
+ * leading zero in 1..2**63-1; run the bytes of ``run``; kind and case match their patterns;
+ * effect_key has no escape, 1..256 code points (strings here never hold a byte below 0x20);
+ * data is any JSON value of the canonical spelling: objects with keys as above (no escape,
+ * strictly increasing), arrays, strings of strictly valid UTF-8 with only the escapes
+ * json.dumps(ensure_ascii=False) writes (\" \\ \b \f \n \r \t and lowercase \u00XX for the
+ * other bytes below 0x20), integers of at most 15 digits (within +-(2**53 - 1); no "-0"),
+ * true, false, null, nested at most 32 containers deep (decode_body allows 64). At most
+ * 1 MiB. Every such body decodes to a value whose canonical encoding is the same bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+#include <openssl/evp.h>
+
+#define MAX_RECORD_SIZE (1 << 20)
+#define MAX_DEPTH 32
+#define HASH_TEXT 44
+#define MAX_SEQ 9223372036854775807ULL
+
+typedef const unsigned char *ptr;
+
+/* --- JSON of the canonical spelling ------------------------------------------------------ */
+
+static int utf8_tail(ptr p, ptr end) {
+    /* The length of the strictly valid UTF-8 sequence at p (p[0] >= 0x80), 0 if none:
+       no overlong form, no surrogate, nothing above U+10FFFF (Python's decoder). */
+    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        return end - p >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (end - p < 3) return 0;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (end - p < 4) return 0;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4
+                                                                                          : 0;
+    }
+    return 0;
+}
+
+static int lower_hex(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* A string at *pp (which points at its opening quote), as the canonical encoder writes it.
+   ``escapes``: whether escapes are allowed (not in keys: their raw bytes would not be the
+   sorted text). On success *pp is past the closing quote, [*from, *to) is the content and
+   *chars its number of code points. */
+/* PLAIN[c]: c is a whole character of a string as the canonical encoder writes it. */
+static unsigned char PLAIN[256];
+
+static int string(ptr *pp, ptr end, int escapes, ptr *from, ptr *to, Py_ssize_t *chars) {
+    ptr p = *pp + 1;
+    Py_ssize_t n = 0;
+    *from = p;
+    while (p < end) {
+        unsigned char c;
+        ptr run = p;
+        while (p < end && PLAIN[*p]) p++; /* printable ASCII: one character a byte */
+        n += p - run;
+        if (p >= end) break;
+        c = *p;
+        if (c == '"') {
+            *to = p;
+            *pp = p + 1;
+            if (chars) *chars = n;
+            return 1;
+        }
+        n++;
+        if (c == '\\') {
+            if (!escapes || end - p < 2) return 0;
+            switch (p[1]) {
+            case '"': case '\\': case 'b': case 'f': case 'n': case 'r': case 't':
+                p += 2;
+                continue;
+            case 'u': {
+                /* Only \u00XX for a byte below 0x20 that has no short escape. */
+                int h1, h0, v;
+                if (end - p < 6 || p[2] != '0' || p[3] != '0') return 0;
+                h1 = lower_hex(p[4]);
+                h0 = lower_hex(p[5]);
+                if (h1 < 0 || h0 < 0) return 0;
+                v = h1 * 16 + h0;
+                if (v >= 0x20 || v == 0x08 || v == 0x09 || v == 0x0A || v == 0x0C || v == 0x0D)
+                    return 0;
+                p += 6;
+                continue;
+            }
+            default:
+                return 0;
+            }
+        }
+        if (c < 0x20) return 0;
+        if (c < 0x80) {
+            p++;
+        } else {
+            int k = utf8_tail(p, end);
+            if (!k) return 0;
+            p += k;
+        }
+    }
+    return 0;
+}
+
+/* An integer of data: 0 or -?[1-9][0-9]{0,14}; what follows is the caller's to check. */
+static int small_int(ptr *pp, ptr end) {
+    ptr p = *pp;
+    int digits = 0;
+    if (p < end && *p == '-') p++;
+    if (p >= end || *p < '0' || *p > '9') return 0;
+    if (*p == '0') {
+        if (p != *pp) return 0; /* "-0" re-encodes as "0" */
+        *pp = p + 1;
+        return 1;
+    }
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (++digits > 15) return 0;
+        p++;
+    }
+    *pp = p;
+    return 1;
+}
+
+static int literal(ptr *pp, ptr end, const char *word, size_t n) {
+    if ((size_t)(end - *pp) < n || memcmp(*pp, word, n) != 0) return 0;
+    *pp += n;
+    return 1;
+}
+
+static int value(ptr *pp, ptr end, int depth);
+
+/* Strictly increasing keys: [a, a_end) < [b, b_end) as bytes. */
+static int key_after(ptr a, ptr a_end, ptr b, ptr b_end) {
+    size_t la = (size_t)(a_end - a), lb = (size_t)(b_end - b);
+    int c = memcmp(a, b, la < lb ? la : lb);
+    return c < 0 || (c == 0 && la < lb);
+}
+
+static int object(ptr *pp, ptr end, int depth) {
+    ptr p = *pp + 1, last = NULL, last_end = NULL;
+    if (depth > MAX_DEPTH) return 0;
+    if (p < end && *p == '}') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        ptr k, k_end;
+        if (p >= end || *p != '"' || !string(&p, end, 0, &k, &k_end, NULL)) return 0;
+        if (last != NULL && !key_after(last, last_end, k, k_end)) return 0;
+        last = k;
+        last_end = k_end;
+        if (p >= end || *p != ':') return 0;
+        p++;
+        if (!value(&p, end, depth)) return 0;
+        if (p >= end) return 0;
+        if (*p == '}') {
+            *pp = p + 1;
+            return 1;
+        }
+        if (*p != ',') return 0;
+        p++;
+    }
+}
+
+static int array(ptr *pp, ptr end, int depth) {
+    ptr p = *pp + 1;
+    if (depth > MAX_DEPTH) return 0;
+    if (p < end && *p == ']') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        if (!value(&p, end, depth)) return 0;
+        if (p >= end) return 0;
+        if (*p == ']') {
+            *pp = p + 1;
+            return 1;
+        }
+        if (*p != ',') return 0;
+        p++;
+    }
+}
+
+/* A value, then one of , ] } (or the end, for the caller to refuse). */
+static int value(ptr *pp, ptr end, int depth) {
+    ptr from, to;
+    if (*pp >= end) return 0;
+    switch (**pp) {
+    case '"':
+        return string(pp, end, 1, &from, &to, NULL);
+    case '{':
+        return object(pp, end, depth + 1);
+    case '[':
+        return array(pp, end, depth + 1);
+    case 't':
+        return literal(pp, end, "true", 4);
+    case 'f':
+        return literal(pp, end, "false", 5);
+    case 'n':
+        return literal(pp, end, "null", 4);
+    default:
+        if (!small_int(pp, end)) return 0;
+        /* A fraction or an exponent makes a float: refused where a separator must follow. */
+        return *pp < end && (**pp == ',' || **pp == ']' || **pp == '}');
+    }
+}
+
+/* --- the record body --------------------------------------------------------------------- */
+
+static int is_alnum(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static int is_alpha(unsigned char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+/* [A-Za-z0-9][A-Za-z0-9._:@-]{0,127} */
+static int case_id(ptr p, ptr end) {
+    if (end - p < 1 || end - p > 128 || !is_alnum(*p)) return 0;
+    for (p++; p < end; p++)
+        if (!is_alnum(*p) && *p != '.' && *p != '_' && *p != ':' && *p != '@' && *p != '-')
+            return 0;
+    return 1;
+}
+
+/* [A-Za-z][A-Za-z0-9_.-]{0,63} */
+static int kind_name(ptr p, ptr end) {
+    if (end - p < 1 || end - p > 64 || !is_alpha(*p)) return 0;
+    for (p++; p < end; p++)
+        if (!is_alnum(*p) && *p != '_' && *p != '.' && *p != '-') return 0;
+    return 1;
+}
+
+/* A decimal in 1..2**63-1 without a leading zero; *out is its value. */
+static int positive(ptr *pp, ptr end, unsigned long long *out) {
+    ptr p = *pp;
+    unsigned long long v = 0;
+    if (p >= end || *p < '1' || *p > '9') return 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (MAX_SEQ - d) / 10) return 0;
+        v = v * 10 + d;
+        p++;
+    }
+    *pp = p;
+    *out = v;
+    return 1;
+}
+
+enum { F_CASE, F_DATA, F_EFFECT_KEY, F_EPOCH, F_KIND, F_RUN, F_SEQ, F_V, F_COUNT };
+static const struct {
+    const char *name;
+    size_t len;
+} FIELDS[F_COUNT] = {
+    {"case", 4}, {"data", 4}, {"effect_key", 10}, {"epoch", 5},
+    {"kind", 4}, {"run", 3},  {"seq", 3},         {"v", 1},
+};
+
+static int field_of(ptr k, ptr k_end) {
+    size_t n = (size_t)(k_end - k);
+    int f;
+    if (n == 0) return -1;
+    switch (k[0]) { /* one candidate per first letter, "epoch" and "effect_key" aside */
+    case 'c': f = F_CASE; break;
+    case 'd': f = F_DATA; break;
+    case 'e': f = n == 5 ? F_EPOCH : F_EFFECT_KEY; break;
+    case 'k': f = F_KIND; break;
+    case 'r': f = F_RUN; break;
+    case 's': f = F_SEQ; break;
+    case 'v': f = F_V; break;
+    default: return -1;
+    }
+    return FIELDS[f].len == n && memcmp(FIELDS[f].name, k, n) == 0 ? f : -1;
+}
+
+static int body_ok(ptr p, ptr end, const char *run, Py_ssize_t run_len, unsigned long long seq) {
+    int seen = 0, last = -1;
+    if (end - p > MAX_RECORD_SIZE || p >= end || *p != '{') return 0;
+    p++;
+    for (;;) {
+        ptr k, k_end, s, s_end;
+        Py_ssize_t chars;
+        unsigned long long n;
+        int f;
+        if (p >= end || *p != '"' || !string(&p, end, 0, &k, &k_end, NULL)) return 0;
+        f = field_of(k, k_end);
+        /* FIELDS is in byte order, so increasing indexes are increasing keys. */
+        if (f <= last) return 0;
+        last = f;
+        seen |= 1 << f;
+        if (p >= end || *p != ':') return 0;
+        p++;
+        switch (f) {
+        case F_CASE:
+            if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, NULL)) return 0;
+            if (!case_id(s, s_end)) return 0;
+            break;
+        case F_DATA:
+            if (!value(&p, end, 0)) return 0;
+            break;
+        case F_EFFECT_KEY:
+            if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, &chars)) return 0;
+            if (chars < 1 || chars > 256) return 0;
+            break;
+        case F_EPOCH:
+            if (!positive(&p, end, &n)) return 0;
+            break;
+        case F_KIND:
+            if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, NULL)) return 0;
+            if (!kind_name(s, s_end)) return 0;
+            break;
+        case F_RUN:
+            if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, NULL)) return 0;
+            if (s_end - s != run_len || memcmp(s, run, (size_t)run_len) != 0) return 0;
+            break;
+        case F_SEQ:
+            if (!positive(&p, end, &n) || n != seq) return 0;
+            break;
+        case F_V:
+            if (p >= end || *p != '1') return 0;
+            p++;
+            break;
+        }
+        if (p >= end) return 0;
+        if (*p == '}') {
+            p++;
+            break;
+        }
+        if (*p != ',') return 0;
+        p++;
+    }
+    return p == end && (seen & (1 << F_V | 1 << F_RUN | 1 << F_SEQ | 1 << F_EPOCH | 1 << F_KIND)) ==
+                           (1 << F_V | 1 << F_RUN | 1 << F_SEQ | 1 << F_EPOCH | 1 << F_KIND);
+}
+
+/* --- hashes ------------------------------------------------------------------------------ */
+
+static signed char B64[256];
+
+/* The 32 bytes of a canonical base64 hash (43 characters, "=", zero unused bits). */
+static int hash_text(ptr t, unsigned char out[32]) {
+    int v[43];
+    for (int i = 0; i < 43; i++) {
+        v[i] = B64[t[i]];
+        if (v[i] < 0) return 0;
+    }
+    if (t[43] != '=' || (v[42] & 3) != 0) return 0;
+    for (int g = 0; g < 10; g++) {
+        const int *q = v + 4 * g;
+        out[3 * g] = (unsigned char)(q[0] << 2 | q[1] >> 4);
+        out[3 * g + 1] = (unsigned char)((q[1] & 15) << 4 | q[2] >> 2);
+        out[3 * g + 2] = (unsigned char)((q[2] & 3) << 6 | q[3]);
+    }
+    out[30] = (unsigned char)(v[40] << 2 | v[41] >> 4);
+    out[31] = (unsigned char)((v[41] & 15) << 4 | v[42] >> 2);
+    return 1;
+}
+
+static EVP_MD *SHA256_MD;
+static EVP_MD_CTX *SHA256_CTX_;
+
+static int chain(const unsigned char prev[32], ptr body, size_t n, unsigned char out[32]) {
+    return EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) &&
+           EVP_DigestUpdate(SHA256_CTX_, prev, 32) && EVP_DigestUpdate(SHA256_CTX_, body, n) &&
+           EVP_DigestFinal_ex(SHA256_CTX_, out, NULL);
+}
+
+static int starts(ptr base, Py_ssize_t at, Py_ssize_t end, const char *word) {
+    return end - at >= 4 && memcmp(base + at, word, 4) == 0;
+}
+
+/* --- Python ------------------------------------------------------------------------------ */
+
+static PyObject *py_body_names(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer raw, run;
+    unsigned long long seq;
+    int ok;
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "body_names takes 3 arguments (raw, run, seq)");
+        return NULL;
+    }
+    seq = PyLong_AsUnsignedLongLong(args[2]);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &run, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    ok = body_ok((ptr)raw.buf, (ptr)raw.buf + raw.len, (const char *)run.buf, run.len, seq);
+    PyBuffer_Release(&run);
+    PyBuffer_Release(&raw);
+    return PyBool_FromLong(ok);
+}
+
+/* Records seq.. of a run from *at (see scan_records); the number taken, prev their last hash. */
+static unsigned long long take_records(ptr base, Py_ssize_t *at, Py_ssize_t end, const char *run,
+                                       Py_ssize_t run_len, unsigned long long seq,
+                                       unsigned long long count, unsigned char prev[32]) {
+    unsigned long long taken = 0;
+    unsigned char h[32], got[32];
+    while (seq + taken <= count) {
+        ptr line = base + *at, lf = memchr(line, '\n', (size_t)(end - *at));
+        Py_ssize_t next;
+        if (lf == NULL || lf - line < HASH_TEXT + 2 || line[HASH_TEXT] != ' ') break;
+        /* The look-ahead first: a signed record stops the scan before any parsing. */
+        next = lf + 1 - base;
+        if (seq + taken < count) {
+            if (next >= end || starts(base, next, end, "sig ")) break;
+        } else if (!starts(base, next, end, "run ") && !starts(base, next, end, "end ")) {
+            break;
+        }
+        if (!hash_text(line, h)) break;
+        if (!body_ok(line + HASH_TEXT + 1, lf, run, run_len, seq + taken)) break;
+        if (!chain(prev, line + HASH_TEXT + 1, (size_t)(lf - line - HASH_TEXT - 1), got) ||
+            memcmp(got, h, 32) != 0)
+            break;
+        memcpy(prev, h, 32);
+        *at = next;
+        taken++;
+    }
+    return taken;
+}
+
+static PyObject *py_scan_records(PyObject *self, PyObject *args) {
+    Py_buffer buf, prev_buf;
+    Py_ssize_t at, end, run_len;
+    const char *run;
+    unsigned long long seq, count, taken;
+    unsigned char prev[32];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nny#KKy*", &buf, &at, &end, &run, &run_len, &seq, &count,
+                          &prev_buf))
+        return NULL;
+    if (prev_buf.len != 32 || at < 0 || end > buf.len || at > end || seq < 1) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&prev_buf);
+        PyErr_SetString(PyExc_ValueError, "scan_records: bad arguments");
+        return NULL;
+    }
+    memcpy(prev, prev_buf.buf, 32);
+    PyBuffer_Release(&prev_buf);
+    taken = take_records((ptr)buf.buf, &at, end, run, run_len, seq, count, prev);
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nKy#", at, taken, (const char *)prev, (Py_ssize_t)32);
+}
+
+/* A decimal of 1..18 digits without a leading zero (0 itself when ``zero``); below 2**63. */
+static int short_decimal(ptr *pp, ptr end, int zero, unsigned long long *out) {
+    ptr p = *pp;
+    unsigned long long v = 0;
+    if (p < end && *p == '0' && zero) {
+        *pp = p + 1;
+        *out = 0;
+        return 1;
+    }
+    if (p >= end || *p < '1' || *p > '9') return 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (p - *pp == 18) return 0;
+        v = v * 10 + (unsigned)(*p - '0');
+        p++;
+    }
+    *pp = p;
+    *out = v;
+    return 1;
+}
+
+/* A run line in its common spelling, "run <ID> <count>[ sealed <pos> <outcome>]" (the pattern
+   verifier.parallel._RUN_LINE; the values need no further check). *pos is -1 when unsealed. */
+static int run_line(ptr p, ptr lf, ptr *id, ptr *id_end, unsigned long long *count,
+                    long long *pos) {
+    ptr q;
+    unsigned long long v;
+    if (lf - p < 7 || memcmp(p, "run ", 4) != 0) return 0;
+    q = p + 4;
+    *id = q;
+    while (q < lf && *q != ' ') q++;
+    *id_end = q;
+    if (!case_id(*id, q) || q >= lf) return 0; /* a run ID has the alphabet of a case ID */
+    q++;
+    if (!short_decimal(&q, lf, 0, count)) return 0;
+    *pos = -1;
+    if (q == lf) return 1;
+    if (lf - q < 8 || memcmp(q, " sealed ", 8) != 0) return 0;
+    q += 8;
+    if (!short_decimal(&q, lf, 1, &v) || q >= lf || *q != ' ') return 0;
+    *pos = (long long)v;
+    return kind_name(q + 1, lf); /* an outcome has the alphabet of a kind */
+}
+
+static PyObject *py_scan_runs(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t at, end, lineno;
+    PyObject *runs, *result;
+    ptr base;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnn", &buf, &at, &end, &lineno)) return NULL;
+    if (at < 0 || end > buf.len || at > end) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "scan_runs: bad arguments");
+        return NULL;
+    }
+    runs = PyList_New(0);
+    if (runs == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    base = (ptr)buf.buf;
+    while (at < end) {
+        ptr line = base + at, lf = memchr(line, '\n', (size_t)(end - at)), id, id_end;
+        unsigned long long count;
+        long long pos;
+        unsigned char prev[32] = {0}, leaf[32];
+        Py_ssize_t after = 0;
+        PyObject *item;
+        if (lf == NULL || !run_line(line, lf, &id, &id_end, &count, &pos)) break;
+        after = lf + 1 - base;
+        if (take_records(base, &after, end, (const char *)id, id_end - id, 1, count, prev) !=
+            count)
+            break;
+        if (pos >= 0) {
+            static const unsigned char zero = 0;
+            if (!EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) ||
+                !EVP_DigestUpdate(SHA256_CTX_, &zero, 1) ||
+                !EVP_DigestUpdate(SHA256_CTX_, prev, 32) ||
+                !EVP_DigestFinal_ex(SHA256_CTX_, leaf, NULL))
+                break;
+            item = Py_BuildValue("(nN" "KLy#n)", lineno + 1,
+                                 PyUnicode_DecodeASCII((const char *)id, id_end - id, NULL),
+                                 count, pos, (const char *)leaf, (Py_ssize_t)32,
+                                 (Py_ssize_t)(lineno + 1 + (Py_ssize_t)count));
+        } else {
+            item = Py_BuildValue("(nNKLOn)", lineno + 1,
+                                 PyUnicode_DecodeASCII((const char *)id, id_end - id, NULL),
+                                 count, pos, Py_None, (Py_ssize_t)(lineno + 1 + (Py_ssize_t)count));
+        }
+        if (item == NULL || PyList_Append(runs, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(runs);
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
+        Py_DECREF(item);
+        lineno += 1 + (Py_ssize_t)count;
+        at = after;
+    }
+    PyBuffer_Release(&buf);
+    result = Py_BuildValue("nnN", at, lineno, runs);
+    return result;
+}
+
+/* fold_leaves(frontier, leaves, start) -> stored hashes (tlog.merkle.stored_hashes_for_leaves):
+   ``frontier`` is the right edge of a tree of ``start`` leaves (the hashes of its perfect
+   subtrees, largest first); it is updated in place to the right edge after ``leaves``. */
+static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
+    PyObject *frontier, *leaves, *out = NULL;
+    unsigned long long n;
+    unsigned char edge[64][32], h[32];
+    Py_ssize_t depth, k;
+    static const unsigned char one = 1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!K", &PyList_Type, &frontier, &PyList_Type, &leaves, &n))
+        return NULL;
+    depth = PyList_GET_SIZE(frontier);
+    if (depth > 63 || (unsigned long long)depth != (unsigned long long)__builtin_popcountll(n)) {
+        PyErr_SetString(PyExc_ValueError, "fold_leaves: the frontier does not match the size");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < depth; i++) {
+        PyObject *b = PyList_GET_ITEM(frontier, i);
+        if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != 32) goto bad_hash;
+        memcpy(edge[i], PyBytes_AS_STRING(b), 32);
+    }
+    out = PyList_New(0);
+    if (out == NULL) return NULL;
+    k = PyList_GET_SIZE(leaves);
+    for (Py_ssize_t i = 0; i < k; i++, n++) {
+        PyObject *leaf = PyList_GET_ITEM(leaves, i), *b;
+        unsigned long long m = n;
+        if (!PyBytes_Check(leaf) || PyBytes_GET_SIZE(leaf) != 32) goto bad_hash;
+        if (PyList_Append(out, leaf) < 0) goto fail;
+        memcpy(h, PyBytes_AS_STRING(leaf), 32);
+        while (m & 1) {
+            depth--;
+            if (!EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) ||
+                !EVP_DigestUpdate(SHA256_CTX_, &one, 1) ||
+                !EVP_DigestUpdate(SHA256_CTX_, edge[depth], 32) ||
+                !EVP_DigestUpdate(SHA256_CTX_, h, 32) || !EVP_DigestFinal_ex(SHA256_CTX_, h, NULL)) {
+                PyErr_SetString(PyExc_RuntimeError, "fold_leaves: SHA-256 failed");
+                goto fail;
+            }
+            b = PyBytes_FromStringAndSize((const char *)h, 32);
+            if (b == NULL || PyList_Append(out, b) < 0) {
+                Py_XDECREF(b);
+                goto fail;
+            }
+            Py_DECREF(b);
+            m >>= 1;
+        }
+        if (depth >= 64) {
+            PyErr_SetString(PyExc_ValueError, "fold_leaves: the tree is too large");
+            goto fail;
+        }
+        memcpy(edge[depth++], h, 32);
+    }
+    /* The new right edge, in place. */
+    {
+        PyObject *items = PyList_New(depth);
+        if (items == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < depth; i++) {
+            PyObject *b = PyBytes_FromStringAndSize((const char *)edge[i], 32);
+            if (b == NULL) {
+                Py_DECREF(items);
+                goto fail;
+            }
+            PyList_SET_ITEM(items, i, b);
+        }
+        if (PyList_SetSlice(frontier, 0, PyList_GET_SIZE(frontier), items) < 0) {
+            Py_DECREF(items);
+            goto fail;
+        }
+        Py_DECREF(items);
+    }
+    return out;
+bad_hash:
+    PyErr_SetString(PyExc_ValueError, "fold_leaves: a hash is not 32 bytes");
+fail:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyObject *py_count_lines(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end, n = 0;
+    ptr p, stop;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &end)) return NULL;
+    if (start < 0 || end > buf.len || start > end) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "count_lines: bad arguments");
+        return NULL;
+    }
+    p = (ptr)buf.buf + start;
+    stop = (ptr)buf.buf + end;
+    Py_BEGIN_ALLOW_THREADS
+    /* memchr is vectorized by the C library; the cost here is the pages of the map. */
+    while ((p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
+        n++;
+        p++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyMethodDef METHODS[] = {
+    {"body_names", (PyCFunction)(void (*)(void))py_body_names, METH_FASTCALL,
+     "body_names(raw, run, seq) -> bool: True only when decode_body accepts raw naming run/seq."},
+    {"scan_records", py_scan_records, METH_VARARGS,
+     "scan_records(buf, at, end, run, seq, count, prev) -> (at, records, prev)."},
+    {"scan_runs", py_scan_runs, METH_VARARGS,
+     "scan_runs(buf, at, end, lineno) -> (at, lineno, runs)."},
+    {"fold_leaves", py_fold_leaves, METH_VARARGS,
+     "fold_leaves(frontier, leaves, start) -> the stored hashes the leaves add."},
+    {"count_lines", py_count_lines, METH_VARARGS,
+     "count_lines(buf, start, end) -> the number of LF bytes in buf[start:end]."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "tlog._speedups", "C fast paths of tlog (see tlog/_speedups.c).", -1,
+    METHODS, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    static const char ALPHABET[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
+    memset(B64, -1, sizeof B64);
+    for (int i = 0; i < 64; i++) B64[(unsigned char)ALPHABET[i]] = (signed char)i;
+    if (SHA256_MD == NULL) SHA256_MD = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (SHA256_CTX_ == NULL) SHA256_CTX_ = EVP_MD_CTX_new();
+    if (SHA256_MD == NULL || SHA256_CTX_ == NULL) {
+        PyErr_SetString(PyExc_ImportError, "tlog._speedups: OpenSSL has no SHA-256");
+        return NULL;
+    }
+    return PyModule_Create(&MODULE);
+}
