@@ -778,6 +778,33 @@ def test_a_dead_worker_is_an_error_not_a_hang(
         verify_export_parallel(p, jobs=2, chunk_bytes=1, start_method="fork")
 
 
+def test_the_calling_process_is_one_of_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With jobs=2 one worker process and this one verify the chunks: both take some, and the
+    # verdict is the one-pass verifier's whoever verified what.
+    p = tmp_path / "x"
+    data = unsigned_export()
+    p.write_bytes(data)
+    here: list[int] = []
+    real = parallel.verify_chunk
+
+    def counting(ctx: Any, start: int, end: int, line: int, last: bool) -> Any:
+        if os.getpid() == parent:  # a forked worker appends to its own copy
+            here.append(start)
+        return real(ctx, start, end, line, last)
+
+    parent = os.getpid()
+    monkeypatch.setattr(parallel, "verify_chunk", counting)
+    summary = verify_export_parallel(p, jobs=2, chunk_bytes=200, start_method="fork")
+    assert summary == serial(data)
+    start = data.index(b"\nrun ") + 1
+    chunks = len(list(parallel._chunks(data, len(data), start, 1, 200)))  # type: ignore[arg-type]
+    assert 0 < len(here) < chunks, (len(here), chunks)
+    bad = data.replace(b'"i":2', b'"i":3', 1)
+    same(p, bad, jobs=2, chunk_bytes=200, start_method="fork")
+
+
 def test_forkserver_start_method(tmp_path: Path) -> None:
     data = medium_export()
     got = par(tmp_path / "x", data, jobs=2, chunk_bytes=300, start_method="forkserver")

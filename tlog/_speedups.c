@@ -395,13 +395,16 @@ static int hash_text(ptr t, unsigned char out[32]) {
     return 1;
 }
 
+/* SHA-256, fetched once; each call makes its own context, since the scans hash with the GIL
+   released and may run in several threads at once. */
 static EVP_MD *SHA256_MD;
-static EVP_MD_CTX *SHA256_CTX_;
 
-static int chain(const unsigned char prev[32], ptr body, size_t n, unsigned char out[32]) {
-    return EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) &&
-           EVP_DigestUpdate(SHA256_CTX_, prev, 32) && EVP_DigestUpdate(SHA256_CTX_, body, n) &&
-           EVP_DigestFinal_ex(SHA256_CTX_, out, NULL);
+/* SHA-256(a || b || c) with b, c optional (NULL). */
+static int sha256_3(EVP_MD_CTX *ctx, const void *a, size_t na, const void *b, size_t nb,
+                    const void *c, size_t nc, unsigned char out[32]) {
+    return EVP_DigestInit_ex(ctx, SHA256_MD, NULL) && EVP_DigestUpdate(ctx, a, na) &&
+           (b == NULL || EVP_DigestUpdate(ctx, b, nb)) &&
+           (c == NULL || EVP_DigestUpdate(ctx, c, nc)) && EVP_DigestFinal_ex(ctx, out, NULL);
 }
 
 static int starts(ptr base, Py_ssize_t at, Py_ssize_t end, const char *word) {
@@ -433,9 +436,10 @@ static PyObject *py_body_names(PyObject *self, PyObject *const *args, Py_ssize_t
 }
 
 /* Records seq.. of a run from *at (see scan_records); the number taken, prev their last hash. */
-static unsigned long long take_records(ptr base, Py_ssize_t *at, Py_ssize_t end, const char *run,
-                                       Py_ssize_t run_len, unsigned long long seq,
-                                       unsigned long long count, unsigned char prev[32]) {
+static unsigned long long take_records(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at, Py_ssize_t end,
+                                       const char *run, Py_ssize_t run_len,
+                                       unsigned long long seq, unsigned long long count,
+                                       unsigned char prev[32]) {
     unsigned long long taken = 0;
     unsigned char h[32], got[32];
     while (seq + taken <= count) {
@@ -451,7 +455,8 @@ static unsigned long long take_records(ptr base, Py_ssize_t *at, Py_ssize_t end,
         }
         if (!hash_text(line, h)) break;
         if (!body_ok(line + HASH_TEXT + 1, lf, run, run_len, seq + taken)) break;
-        if (!chain(prev, line + HASH_TEXT + 1, (size_t)(lf - line - HASH_TEXT - 1), got) ||
+        if (!sha256_3(ctx, prev, 32, line + HASH_TEXT + 1, (size_t)(lf - line - HASH_TEXT - 1),
+                      NULL, 0, got) ||
             memcmp(got, h, 32) != 0)
             break;
         memcpy(prev, h, 32);
@@ -467,6 +472,7 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args) {
     const char *run;
     unsigned long long seq, count, taken;
     unsigned char prev[32];
+    EVP_MD_CTX *ctx;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nny#KKy*", &buf, &at, &end, &run, &run_len, &seq, &count,
                           &prev_buf))
@@ -479,7 +485,13 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args) {
     }
     memcpy(prev, prev_buf.buf, 32);
     PyBuffer_Release(&prev_buf);
-    taken = take_records((ptr)buf.buf, &at, end, run, run_len, seq, count, prev);
+    ctx = EVP_MD_CTX_new();
+    if (ctx == NULL) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    taken = take_records(ctx, (ptr)buf.buf, &at, end, run, run_len, seq, count, prev);
+    EVP_MD_CTX_free(ctx);
     PyBuffer_Release(&buf);
     return Py_BuildValue("nKy#", at, taken, (const char *)prev, (Py_ssize_t)32);
 }
@@ -527,11 +539,51 @@ static int run_line(ptr p, ptr lf, ptr *id, ptr *id_end, unsigned long long *cou
     return kind_name(q + 1, lf); /* an outcome has the alphabet of a kind */
 }
 
+/* One run that scan_runs took. */
+struct taken_run {
+    Py_ssize_t line; /* its run line */
+    ptr id;
+    Py_ssize_t id_len;
+    unsigned long long count;
+    long long pos; /* -1: unsealed */
+    unsigned char leaf[32];
+};
+
+#define BATCH 64 /* runs taken between two holds of the GIL */
+
+/* Up to BATCH whole runs from *at (without the GIL): how many were taken into out. */
+static int take_runs(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at, Py_ssize_t end, Py_ssize_t *lineno,
+                     struct taken_run *out) {
+    static const unsigned char zero = 0;
+    int k = 0;
+    while (k < BATCH && *at < end) {
+        ptr line = base + *at, lf = memchr(line, '\n', (size_t)(end - *at)), id, id_end;
+        struct taken_run *r = out + k;
+        unsigned char prev[32] = {0};
+        Py_ssize_t after;
+        if (lf == NULL || !run_line(line, lf, &id, &id_end, &r->count, &r->pos)) break;
+        after = lf + 1 - base;
+        if (take_records(ctx, base, &after, end, (const char *)id, id_end - id, 1, r->count,
+                         prev) != r->count)
+            break;
+        if (r->pos >= 0 && !sha256_3(ctx, &zero, 1, prev, 32, NULL, 0, r->leaf)) break;
+        r->line = *lineno + 1;
+        r->id = id;
+        r->id_len = id_end - id;
+        *lineno += 1 + (Py_ssize_t)r->count;
+        *at = after;
+        k++;
+    }
+    return k;
+}
+
 static PyObject *py_scan_runs(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t at, end, lineno;
-    PyObject *runs, *result;
-    ptr base;
+    PyObject *runs;
+    EVP_MD_CTX *ctx;
+    struct taken_run batch[BATCH];
+    int k;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnn", &buf, &at, &end, &lineno)) return NULL;
     if (at < 0 || end > buf.len || at > end) {
@@ -540,52 +592,39 @@ static PyObject *py_scan_runs(PyObject *self, PyObject *args) {
         return NULL;
     }
     runs = PyList_New(0);
-    if (runs == NULL) {
+    ctx = EVP_MD_CTX_new();
+    if (runs == NULL || ctx == NULL) {
+        Py_XDECREF(runs);
+        EVP_MD_CTX_free(ctx);
         PyBuffer_Release(&buf);
-        return NULL;
+        return runs == NULL ? NULL : PyErr_NoMemory();
     }
-    base = (ptr)buf.buf;
-    while (at < end) {
-        ptr line = base + at, lf = memchr(line, '\n', (size_t)(end - at)), id, id_end;
-        unsigned long long count;
-        long long pos;
-        unsigned char prev[32] = {0}, leaf[32];
-        Py_ssize_t after = 0;
-        PyObject *item;
-        if (lf == NULL || !run_line(line, lf, &id, &id_end, &count, &pos)) break;
-        after = lf + 1 - base;
-        if (take_records(base, &after, end, (const char *)id, id_end - id, 1, count, prev) !=
-            count)
-            break;
-        if (pos >= 0) {
-            static const unsigned char zero = 0;
-            if (!EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) ||
-                !EVP_DigestUpdate(SHA256_CTX_, &zero, 1) ||
-                !EVP_DigestUpdate(SHA256_CTX_, prev, 32) ||
-                !EVP_DigestFinal_ex(SHA256_CTX_, leaf, NULL))
-                break;
-            item = Py_BuildValue("(nN" "KLy#n)", lineno + 1,
-                                 PyUnicode_DecodeASCII((const char *)id, id_end - id, NULL),
-                                 count, pos, (const char *)leaf, (Py_ssize_t)32,
-                                 (Py_ssize_t)(lineno + 1 + (Py_ssize_t)count));
-        } else {
-            item = Py_BuildValue("(nNKLOn)", lineno + 1,
-                                 PyUnicode_DecodeASCII((const char *)id, id_end - id, NULL),
-                                 count, pos, Py_None, (Py_ssize_t)(lineno + 1 + (Py_ssize_t)count));
+    do {
+        /* The hashing and parsing without the GIL: other threads (the digest, a pool's
+           feeders) run meanwhile; the results become Python objects with it. */
+        Py_BEGIN_ALLOW_THREADS
+        k = take_runs(ctx, (ptr)buf.buf, &at, end, &lineno, batch);
+        Py_END_ALLOW_THREADS
+        for (int i = 0; i < k; i++) {
+            struct taken_run *r = batch + i;
+            PyObject *item = Py_BuildValue(
+                "(nNKLNn)", r->line, PyUnicode_DecodeASCII((const char *)r->id, r->id_len, NULL),
+                r->count, r->pos,
+                r->pos >= 0 ? PyBytes_FromStringAndSize((const char *)r->leaf, 32) : Py_NewRef(Py_None),
+                r->line + (Py_ssize_t)r->count);
+            if (item == NULL || PyList_Append(runs, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(runs);
+                EVP_MD_CTX_free(ctx);
+                PyBuffer_Release(&buf);
+                return NULL;
+            }
+            Py_DECREF(item);
         }
-        if (item == NULL || PyList_Append(runs, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(runs);
-            PyBuffer_Release(&buf);
-            return NULL;
-        }
-        Py_DECREF(item);
-        lineno += 1 + (Py_ssize_t)count;
-        at = after;
-    }
+    } while (k == BATCH);
+    EVP_MD_CTX_free(ctx);
     PyBuffer_Release(&buf);
-    result = Py_BuildValue("nnN", at, lineno, runs);
-    return result;
+    return Py_BuildValue("nnN", at, lineno, runs);
 }
 
 /* fold_leaves(frontier, leaves, start) -> stored hashes (tlog.merkle.stored_hashes_for_leaves):
@@ -593,6 +632,7 @@ static PyObject *py_scan_runs(PyObject *self, PyObject *args) {
    subtrees, largest first); it is updated in place to the right edge after ``leaves``. */
 static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
     PyObject *frontier, *leaves, *out = NULL;
+    EVP_MD_CTX *ctx = NULL;
     unsigned long long n;
     unsigned char edge[64][32], h[32];
     Py_ssize_t depth, k;
@@ -612,6 +652,11 @@ static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
     }
     out = PyList_New(0);
     if (out == NULL) return NULL;
+    ctx = EVP_MD_CTX_new();
+    if (ctx == NULL) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
     k = PyList_GET_SIZE(leaves);
     for (Py_ssize_t i = 0; i < k; i++, n++) {
         PyObject *leaf = PyList_GET_ITEM(leaves, i), *b;
@@ -621,10 +666,7 @@ static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
         memcpy(h, PyBytes_AS_STRING(leaf), 32);
         while (m & 1) {
             depth--;
-            if (!EVP_DigestInit_ex(SHA256_CTX_, SHA256_MD, NULL) ||
-                !EVP_DigestUpdate(SHA256_CTX_, &one, 1) ||
-                !EVP_DigestUpdate(SHA256_CTX_, edge[depth], 32) ||
-                !EVP_DigestUpdate(SHA256_CTX_, h, 32) || !EVP_DigestFinal_ex(SHA256_CTX_, h, NULL)) {
+            if (!sha256_3(ctx, &one, 1, edge[depth], 32, h, 32, h)) {
                 PyErr_SetString(PyExc_RuntimeError, "fold_leaves: SHA-256 failed");
                 goto fail;
             }
@@ -660,10 +702,12 @@ static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
         }
         Py_DECREF(items);
     }
+    EVP_MD_CTX_free(ctx);
     return out;
 bad_hash:
     PyErr_SetString(PyExc_ValueError, "fold_leaves: a hash is not 32 bytes");
 fail:
+    EVP_MD_CTX_free(ctx);
     Py_XDECREF(out);
     return NULL;
 }
@@ -718,8 +762,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     memset(B64, -1, sizeof B64);
     for (int i = 0; i < 64; i++) B64[(unsigned char)ALPHABET[i]] = (signed char)i;
     if (SHA256_MD == NULL) SHA256_MD = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (SHA256_CTX_ == NULL) SHA256_CTX_ = EVP_MD_CTX_new();
-    if (SHA256_MD == NULL || SHA256_CTX_ == NULL) {
+    if (SHA256_MD == NULL) {
         PyErr_SetString(PyExc_ImportError, "tlog._speedups: OpenSSL has no SHA-256");
         return NULL;
     }

@@ -16,26 +16,32 @@ How the work is split
    by it to the end. So every error up to the first run line is the one-pass verifier's own.
 2. **Chunks.** The rest of the file is cut into chunks of about ``chunk_bytes`` at line starts
    ``run `` (the byte after an LF followed by ``run ``), found with ``mmap.find``; each chunk
-   is given its first byte offset, its first line number (the LFs before it are counted, a
-   block at a time) and whether it runs to the end of the file. A "``run ``" line inside a run
-   is not a run line: the worker of the chunk before it fails on it exactly as the one-pass
-   reader does ("announced N records, the export holds M"), and that failure comes first. A run
-   is never split, so the parallelism is over runs: one long run is one worker's.
-3. **Workers** (``jobs`` processes; the file is opened and memory-mapped in each, and read
-   :data:`_BLOCK` bytes at a time) verify their chunk run by run, re-implementing the one-pass
+   is given its first byte offset, its first line number (the LFs before it are counted) and
+   whether it runs to the end of the file. With several jobs the last chunks shrink (none
+   longer than a quarter of what remains per job), so that the processes finish together. A
+   "``run ``" line inside a run is not a run line: the verification of the chunk before it
+   fails on it exactly as the one-pass reader does ("announced N records, the export holds
+   M"), and that failure comes first. A run is never split, so the parallelism is over runs:
+   one long run is one process's.
+3. **Chunk verification** (by ``jobs - 1`` worker processes and the calling process itself;
+   the file is memory-mapped in each) goes run by run, re-implementing the one-pass
    reader's run loop step by step — line reads with their length and truncation checks, the
    one line of look-ahead after a record (its ``sig`` line, then the line after it), the run
    line's own grammar, every record's hash spelling, body, run and seq, the chain link, the
    record signature, the "run or end line after the last record" rule — in the same order,
-   raising the same errors (the helpers of :mod:`tlog.export` are called where they exist). A
-   worker stops at its first failure, at the first line of the next chunk, or at a line that
+   raising the same errors (the helpers of :mod:`tlog.export` are called where they exist). It
+   stops at its first failure, at the first line of the next chunk, or at a line that
    is not a ``run`` line where a run line is due (the ``end`` line, or a bad line). It
    returns, per run, (line, run ID, count, sealed position, leaf hash of the head, line of the
    last record), the number of signed records, the run whose records it was in when it failed
    (if any), and the failure (class, args and attributes, rebuilt identically in the
    coordinator).
-4. **Coordinator, in order.** The results are consumed in file order
-   (``ProcessPoolExecutor.map``; a worker that dies raises ``BrokenProcessPool``). For each
+4. **Coordinator, in order.** The results are consumed in file order (:class:`_Shared`: the
+   pool is kept two chunks per worker ahead, and whenever the next result is not ready the
+   calling process verifies the next chunk itself instead of waiting; a worker that dies
+   raises ``BrokenProcessPool``). A chunk of sealed runs at consecutive positions comes back
+   in columns and is merged at once (its run IDs new and distinct, its first position the
+   next); any other is merged run by run: for each
    run the coordinator makes the checks that need what came before — a sealed run's position
    is the next one, no sealed run after an unsealed one, unsealed runs in ID order, no run ID
    twice — at the point where the one-pass reader makes them (after the run line's own
@@ -48,28 +54,34 @@ How the work is split
    than the log) and builds the summary. On a failure the chunks not started are cancelled
    and the call returns once the running ones finish (no worker outlives it).
 5. **Digest.** SHA-256 of every byte before the end line is computed by a thread of the
-   coordinator while the workers run (``hashlib`` releases the GIL), up to the start of the
-   file's last line; if the stop line is elsewhere (an invalid file), the digest of the bytes
-   before it is computed then.
+   coordinator while the chunks are verified (``hashlib`` releases the GIL, and so do the C
+   scans while they hash), up to the start of the file's last line; if the stop line is
+   elsewhere (an invalid file), the digest of the bytes before it is computed then.
 
-Speed. Workers take a fast path for each record that accepts exactly a subset of what the
-one-pass code accepts and falls back to that code — hence to its error — whenever it is unsure:
-the hash by one strict base64 round trip; the body by :func:`tlog.journal.body_names` (the
-one-pass verifier's own fast path: orjson parse and canonical re-encode compared with the
-bytes, after conservative tests; see its docstring). A ``sig`` line whose
-(key name, key ID) is a declared record key is read by the same base64 round trip; the
-signature is checked by the same :class:`tlog.note.Verifier` as the one-pass verifier's.
+Speed. Runs are first offered to the C scan of ``tlog/_speedups.c`` (``scan_runs``): it takes
+the whole runs it is sure of — a run line in its common spelling, then records whose hash is
+canonical base64, whose body is canonical JSON naming the run and seq, whose chain link holds,
+not signed, and the "run or end line" after the last — hashing without the GIL, and stops at
+the first run it is not sure of, which the Python loop below then does (a record at a time,
+resuming the C scan for the rest of the run with ``scan_records``). What the C code takes, the
+Python code would take with the same result (``tests/test_speedups.py``); so errors, and their
+messages, always come from the Python code. Python's own fast paths accept exactly a subset of
+what the one-pass code accepts and fall back to it whenever unsure: the hash by one strict
+base64 round trip; the body by :func:`tlog.journal.body_names` (the one-pass verifier's own).
+A ``sig`` line whose (key name, key ID) is a declared record key is read by the same base64
+round trip; the signature is checked by the same :class:`tlog.note.Verifier` as the one-pass
+verifier's. Without the C extension, the Python loop does every run.
 
 Memory: the coordinator keeps the one-pass verifier's state (a set entry per sealed run, the
 log's stored hashes) and the results of chunks not yet merged — each about 100 bytes per run —
-so it grows with the runs, never with the records; a worker holds one block (1 MiB) and its
-split lines, and the result of its chunk (per run, not per record).
+so it grows with the runs, never with the records; a chunk's verification holds at most one
+block (1 MiB) of lines and the result of its chunk (per run, not per record).
 
-Processes. ``jobs == 1`` runs the same chunked code in the calling process. Otherwise the
-start method is ``fork`` when the calling process has a single thread (fast; the caller's main
-module is not imported again), else ``forkserver`` where available, else ``spawn`` — with
-those two the caller's main module is imported again in each worker and must be guarded by
-``if __name__ == "__main__":``.
+Processes. ``jobs == 1`` runs the same chunked code in the calling process alone; ``jobs``
+greater than 1 adds ``jobs - 1`` worker processes. Their start method is ``fork`` when the
+calling process has a single thread (fast; the caller's main module is not imported again),
+else ``forkserver`` where available, else ``spawn`` — with those two the caller's main module
+is imported again in each worker and must be guarded by ``if __name__ == "__main__":``.
 
 Progress: ``progress(done, total)`` is called with bytes: once after the prefix, then after
 each chunk is merged, and ``(size, size)`` at the end.
@@ -91,8 +103,9 @@ import os
 import re
 import threading
 from array import array
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
@@ -141,7 +154,9 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 MIN_CHUNK_BYTES = 256 << 10
 """Smallest default chunk (an explicit ``chunk_bytes`` may be smaller, as tests do)."""
 
-_DIGEST_BLOCK = 4 << 20
+_DIGEST_BLOCK = 64 << 20
+"""Bytes hashed per call (hashlib releases the GIL meanwhile): few calls, so the digest thread
+seldom needs the GIL, which the C scans hold for a whole chunk."""
 _BLOCK = 1 << 20
 """Bytes a worker reads at a time (less than MAX_LINE, so a block's lines need no length
 check); a chunk's lines are never all held at once."""
@@ -835,11 +850,17 @@ class _Merge:
 
 
 def _chunks(
-    mm: mmap.mmap, size: int, start: int, line: int, chunk_bytes: int
+    mm: mmap.mmap, size: int, start: int, line: int, chunk_bytes: int, tail: int = 1
 ) -> Iterator[tuple[int, int, int, bool]]:
-    """(start, end, first line, is last) of each chunk, cut before ``run `` line starts."""
+    """(start, end, first line, is last) of each chunk, cut before ``run `` line starts.
+
+    Chunks are ``chunk_bytes`` long, but no longer than 1/``tail`` of what remains (and not
+    shorter than :data:`MIN_CHUNK_BYTES` for that reason): the last chunks shrink, so that the
+    processes finish together rather than one waiting for another's last large chunk.
+    """
     while True:
-        cut = mm.find(b"\nrun ", start + chunk_bytes - 1) if start + chunk_bytes < size else -1
+        step = min(chunk_bytes, max(MIN_CHUNK_BYTES, (size - start) // tail))
+        cut = mm.find(b"\nrun ", start + step - 1) if start + step < size else -1
         if cut < 0:
             yield start, size, line, True
             return
@@ -903,7 +924,8 @@ def verify_export_parallel(
     chunk_bytes: int | None = None,
     start_method: str | None = None,
 ) -> ExportSummary:
-    """Verify the export file at ``path`` on ``jobs`` processes; see the module docstring.
+    """Verify the export file at ``path`` on ``jobs`` processes (this one and ``jobs - 1``
+    workers); see the module docstring.
 
     Returns exactly the :class:`~tlog.export.ExportSummary` of
     :func:`tlog.export.verify_export` with the same options, and raises exactly its exception
@@ -955,6 +977,82 @@ def verify_export_parallel(
         mm.close()
 
 
+class _Shared:
+    """Chunk results in file order, the chunks verified by a pool and by this process.
+
+    The pool is kept ``ahead`` chunks in flight (two per worker, so that a worker never waits
+    for this process to hand it the next one); whenever the next result in file order is not
+    ready, this process verifies the next chunk not yet handed out instead of waiting. So the
+    coordinator is one of the jobs: no process sits idle, and no extra process pays for the
+    pages of the map and the transfer of results. A worker that dies makes the iteration raise
+    BrokenProcessPool instead of waiting forever.
+    """
+
+    def __init__(
+        self,
+        executor: ProcessPoolExecutor,
+        own: _Context,
+        tasks: Iterator[tuple[int, int, int, bool]],
+        ahead: int,
+    ) -> None:
+        self.executor = executor
+        self.own = own
+        self.tasks = tasks
+        self.ahead = ahead
+        self.order: deque[Future[_ChunkResult] | _ChunkResult] = deque()  # file order
+        self.exhausted = False
+        self.closer: threading.Thread | None = None
+        """Shuts the pool down (waiting for its processes) once it has nothing more to do."""
+
+    def _next_task(self) -> tuple[int, int, int, bool] | None:
+        if not self.exhausted:
+            task = next(self.tasks, None)
+            if task is not None:
+                return task
+            self.exhausted = True
+        return None
+
+    def feed(self) -> None:
+        """Hand the pool chunks until ``ahead`` are in flight."""
+        busy = sum(1 for x in self.order if isinstance(x, Future) and not x.done())
+        while busy < self.ahead:
+            task = self._next_task()
+            if task is None:
+                return
+            self.order.append(self.executor.submit(_work, task))
+            busy += 1
+
+    def __iter__(self) -> Iterator[_ChunkResult]:
+        order = self.order
+        idle = False
+        while True:
+            self.feed()
+            if self.exhausted and not idle:
+                idle = not any(isinstance(x, Future) and not x.done() for x in order)
+                if idle:  # nothing more for the pool: its processes exit while this one ends
+                    self.closer = threading.Thread(
+                        target=self.executor.shutdown, name="export-pool-close", daemon=True
+                    )
+                    self.closer.start()
+            if order:
+                head = order[0]
+                if not isinstance(head, Future):
+                    yield order.popleft()  # type: ignore[misc]
+                    continue
+                if head.done():
+                    order.popleft()
+                    yield head.result()
+                    continue
+            task = self._next_task()
+            if task is not None:
+                order.append(verify_chunk(self.own, *task))
+                continue
+            if order:
+                yield cast("Future[_ChunkResult]", order.popleft()).result()  # waits
+            else:
+                return
+
+
 def _verify_runs(
     path: str,
     mm: mmap.mmap,
@@ -970,34 +1068,37 @@ def _verify_runs(
 ) -> ExportSummary:
     size = len(mm)
     start = mm.rfind(b"\n", 0, after_run_line - 1) + 1  # the first run line's offset
+    default = chunk_bytes is None  # an explicit size is kept to the end (tests rely on it)
     if chunk_bytes is None:
         chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, size // (8 * jobs)))
     merge = _Merge(header, checkpoints)
     if progress is not None:
         progress(start, size)
-    tasks = _chunks(mm, size, start, first_run.line, chunk_bytes)
+    tasks = _chunks(
+        mm, size, start, first_run.line, chunk_bytes, 4 * jobs if default and jobs > 1 else 1
+    )
     executor: ProcessPoolExecutor | None = None
-    own: _Context | None = None
+    shared: _Shared | None = None
     digest: _Digest | None = None
     try:
         results: Iterator[_ChunkResult]
+        own = _Context.open(path, header, require_signatures, mm)  # one map: pages once
         if jobs == 1:
-            own = _Context.open(path, header, require_signatures, mm)  # one map: pages once
             results = (verify_chunk(own, *task) for task in tasks)
         else:
             mp = multiprocessing.get_context(_start_method(start_method))
             if mp.get_start_method() == "forkserver":
                 cast(Any, mp).set_forkserver_preload([__name__])
+            # jobs - 1 worker processes; this process is the last of the jobs (see _Shared).
             executor = ProcessPoolExecutor(
-                jobs,
+                jobs - 1,
                 mp_context=mp,
                 initializer=_init_worker,
                 initargs=(path, header, require_signatures),
             )
-            # Every chunk is submitted now (a few bytes each; the workers start on the first
-            # while the others are cut), and the results come back in file order. A worker
-            # that dies makes the iteration raise BrokenProcessPool instead of waiting forever.
-            results = executor.map(_work, tasks)
+            shared = _Shared(executor, own, tasks, ahead=2 * (jobs - 1))
+            shared.feed()  # the workers start now, before this process has a second thread
+            results = iter(shared)
         # Started after the workers: with fork, no thread of ours is forked.
         digest = _Digest(mm, mm.rfind(b"\n", 0, max(size - 1, 0)) + 1)
         for result in results:
@@ -1013,7 +1114,9 @@ def _verify_runs(
     finally:
         if digest is not None:
             digest.stop()
+        if shared is not None and shared.closer is not None:
+            shared.closer.join()
         if executor is not None:
             # On a failure the chunks not started are cancelled; those running finish (at most
-            # one chunk per worker), so that no process outlives the call.
+            # two chunks per worker), so that no process outlives the call.
             executor.shutdown(wait=True, cancel_futures=True)
