@@ -1002,7 +1002,7 @@ class _Shared:
         self.order: deque[Future[_ChunkResult] | _ChunkResult] = deque()  # file order
         self.exhausted = False
         self.closer: threading.Thread | None = None
-        """Shuts the pool down (waiting for its processes) once it has nothing more to do."""
+        """Shuts the pool down (waiting for its processes) once every chunk is handed out."""
 
     def _next_task(self) -> tuple[int, int, int, bool] | None:
         if not self.exhausted:
@@ -1010,6 +1010,12 @@ class _Shared:
             if task is not None:
                 return task
             self.exhausted = True
+            # Nothing more for the pool: it is shut down (waiting for the chunks it holds, then
+            # for its processes to exit) by a thread, while this process goes on.
+            self.closer = threading.Thread(
+                target=self.executor.shutdown, name="export-pool-close", daemon=True
+            )
+            self.closer.start()
         return None
 
     def feed(self) -> None:
@@ -1024,16 +1030,8 @@ class _Shared:
 
     def __iter__(self) -> Iterator[_ChunkResult]:
         order = self.order
-        idle = False
         while True:
             self.feed()
-            if self.exhausted and not idle:
-                idle = not any(isinstance(x, Future) and not x.done() for x in order)
-                if idle:  # nothing more for the pool: its processes exit while this one ends
-                    self.closer = threading.Thread(
-                        target=self.executor.shutdown, name="export-pool-close", daemon=True
-                    )
-                    self.closer.start()
             if order:
                 head = order[0]
                 if not isinstance(head, Future):
