@@ -72,7 +72,9 @@ KINDS = st.builds(
 # Where body_names may say False about a body that decode_body accepts (its docstring's
 # conservative tests, stated here on the decoded value rather than on bytes).
 _FLOAT_LIKE = re.compile(r"[0-9](?:[.eE]|[0-9]{15})")
-_AFTER_SEPARATOR = re.compile(r"[\[\],:}][+-]*[0-9]")
+# A literal "S" counts too: the precise test writes every separator as "S" (and leaves S as it
+# is), so "x S0.5" in a string looks like a number after a separator.
+_AFTER_SEPARATOR = re.compile(r"[\[\],:}S][+-]*[0-9]")
 
 
 def orjson_conservative(raw: bytes, body: Body) -> bool:
@@ -584,6 +586,9 @@ TRICKY: list[tuple[bytes, tuple[bool, bool]]] = [
 def test_tricky_bodies(raw: bytes, verdict: tuple[bool, bool]) -> None:
     # The verdicts are the orjson path's; the C scanner's follow from its conservative cases.
     assert (orjson_body_names(raw, "r", 1), names(decoded(raw), "r", 1)) == verdict, raw[:200]
+    if _c_body_names is None:  # test_the_c_fast_path_is_built fails
+        assert body_names(raw, "r", 1) == verdict[0]
+        return
     slow = decoded(raw)
     sure = names(slow, "r", 1) and not c_conservative(raw, slow)  # type: ignore[arg-type]
     assert _c_names(raw, "r", 1) == sure, raw[:200]
@@ -642,6 +647,7 @@ C_EDGES: list[tuple[bytes, bool]] = [
 ]
 
 
+@pytest.mark.skipif(_c_body_names is None, reason="tlog._speedups is not built")
 @pytest.mark.parametrize(("raw", "verdict"), C_EDGES, ids=[str(i) for i in range(len(C_EDGES))])
 def test_c_scanner_edges(raw: bytes, verdict: bool) -> None:
     assert _c_names(raw, "r", 1) == verdict, raw[:200]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
 import tracemalloc
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -394,7 +395,8 @@ def test_single_byte_changes_of_unsigned_runs(
         if m == data:  # a space written over a space
             continue
         monkeypatch.setattr(parallel, "_BLOCK", (1 << 20, 300)[n % 2])
-        got = same(p, m, jobs=1, chunk_bytes=(1, 700, 1 << 20)[n % 3])
+        # Every fourth with a worker thread beside this one (no record key: threads).
+        got = same(p, m, jobs=2 if n % 4 == 0 else 1, chunk_bytes=(1, 700, 1 << 20)[n % 3])
         assert isinstance(got, TlogError), label
         changed += 1
     assert changed >= 380
@@ -778,30 +780,48 @@ def test_a_dead_worker_is_an_error_not_a_hang(
         verify_export_parallel(p, jobs=2, chunk_bytes=1, start_method="fork")
 
 
+@pytest.mark.parametrize("workers", ["threads", "processes"])
 def test_the_calling_process_is_one_of_the_jobs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:
-    # With jobs=2 one worker process and this one verify the chunks: both take some, and the
-    # verdict is the one-pass verifier's whoever verified what.
+    # With jobs=2 one worker and the calling thread verify the chunks: both take some, and the
+    # verdict is the one-pass verifier's whoever verified what. The worker is a thread when
+    # the C scan does the records (no record key declared), else a process.
     p = tmp_path / "x"
-    data = unsigned_export()
+    data = unsigned_export() if workers == "threads" else medium_export()
     p.write_bytes(data)
     here: list[int] = []
     real = parallel.verify_chunk
 
     def counting(ctx: Any, start: int, end: int, line: int, last: bool) -> Any:
-        if os.getpid() == parent:  # a forked worker appends to its own copy
+        # A forked worker appends to its own copy; a worker thread is not the main thread.
+        if os.getpid() == parent and threading.get_ident() == main:
             here.append(start)
         return real(ctx, start, end, line, last)
 
-    parent = os.getpid()
+    parent, main = os.getpid(), threading.get_ident()
     monkeypatch.setattr(parallel, "verify_chunk", counting)
+    spawned: list[str] = []
+
+    def recording(name: str) -> Any:
+        pool = getattr(parallel, name)
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            spawned.append(name)
+            return pool(*args, **kwargs)
+
+        return make
+
+    for name in ("ThreadPoolExecutor", "ProcessPoolExecutor"):
+        monkeypatch.setattr(parallel, name, recording(name))
     summary = verify_export_parallel(p, jobs=2, chunk_bytes=200, start_method="fork")
     assert summary == serial(data)
+    assert spawned == ["ThreadPoolExecutor" if workers == "threads" else "ProcessPoolExecutor"]
     start = data.index(b"\nrun ") + 1
     chunks = len(list(parallel._chunks(data, len(data), start, 1, 200)))  # type: ignore[arg-type]
     assert 0 < len(here) < chunks, (len(here), chunks)
     bad = data.replace(b'"i":2', b'"i":3', 1)
+    assert bad != data
     same(p, bad, jobs=2, chunk_bytes=200, start_method="fork")
 
 
