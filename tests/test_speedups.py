@@ -208,6 +208,12 @@ def test_scan_records_arguments() -> None:
     with pytest.raises(ValueError, match="scan_records"):
         _speedups.scan_records(b"", 0, 0, b"r", 0, 1, GENESIS)
     assert _speedups.scan_records(b"", 0, 0, b"r", 1, 1, GENESIS) == (0, 0, GENESIS)
+    with pytest.raises(OverflowError):  # not silently taken modulo 2**64
+        _speedups.scan_records(b"", 0, 0, b"r", 2**64 + 1, 1, GENESIS)
+    with pytest.raises(ValueError, match="size"):
+        _speedups.fold_leaves([], [], -1)
+    with pytest.raises(OverflowError):
+        _speedups.fold_leaves([], [], 2**64)
 
 
 # --- scan_runs, inside the verifier ---------------------------------------------------------

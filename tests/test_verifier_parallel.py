@@ -402,6 +402,55 @@ def test_single_byte_changes_of_unsigned_runs(
     assert changed >= 380
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_bad_line_after_a_run_comes_before_the_runs_leaf(tmp_path: Path, jobs: int) -> None:
+    # The one-pass reader reads the line after a run's last record whole (LF, length) before it
+    # hands on the record and so before the run's leaf meets the checkpoint. A C scan that took
+    # the run on the line's first four bytes alone reported the checkpoint's root instead
+    # (found by review). Here the checkpoint's root is wrong too: the line must fail first.
+    out = io.BytesIO()
+    w = ExportWriter(out)
+    w.header(ExportHeader(ORIGIN, vkey(LOG), (), ()))
+    w.checkpoint(sign_note(Checkpoint(ORIGIN, 1, bytes(32)).format(), [LOG]))
+    recs = make_run("only", 3)
+    w.run("only", 3, RunSeal(0, "ok"))
+    for rec in recs:
+        w.record(rec)
+    w.end()
+    data = out.getvalue()
+    cut = data.rindex(b"\nend ") + 1
+    variants = {
+        "end line without LF": data[:-1],
+        "an over-long line": data[:cut] + b"run " + b"x" * MAX_LINE + b"\n" + data[cut:],
+        "an over-long last line without LF": data[:cut] + b"run " + b"x" * MAX_LINE,
+    }
+    for label, m in variants.items():
+        got = same(tmp_path / "x", m, jobs=jobs)
+        assert isinstance(got, ExportFormatError), (label, got)
+
+
+def test_the_record_scan_resumes_after_a_record_of_the_python_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A signed record in a long run goes through the Python loop; the C scan then takes the
+    # rest of the run again (found by review: it stopped for the rest of the run).
+    runs = [Run("long", make_run("long", 300, signed=(2,)), 0)]
+    p = tmp_path / "x"
+    data = write(runs, sizes=(1,))
+    taken: list[int] = []
+    real = parallel._scan
+    assert real is not None
+
+    def counting(*args: Any) -> Any:
+        out = real(*args)
+        taken.append(out[1])
+        return out
+
+    monkeypatch.setattr(parallel, "_scan", counting)
+    assert same(p, data, jobs=1) == serial(data)
+    assert sum(taken) >= 297, taken
+
+
 def test_single_byte_changes_with_workers(tmp_path: Path) -> None:
     data = medium_export()
     p = tmp_path / "x"

@@ -19,8 +19,9 @@
  *       LF-terminated lines up to offset ``end``: records ``seq``, ``seq + 1``, ... ``count``
  *       of run ``run`` whose predecessor's hash is ``prev``. A record is taken when its line is
  *       ``<hash> <body>`` with the hash in canonical base64, the body passes body_names, the
- *       line after it is in ``buf`` and is not a ``sig`` line (and is a ``run`` or ``end``
- *       line after the run's last record), and SHA-256(prev || body) is the written hash.
+ *       line after it is in ``buf`` and is not a ``sig`` line (and, after the run's last
+ *       record, is a whole ``run`` or ``end`` line: LF-terminated within the line limit), and
+ *       SHA-256(prev || body) is the written hash.
  *       Stops at the first record not taken; returns the offset after the last record taken,
  *       how many were taken, and the last taken record's hash (``prev`` when none).
  *
@@ -41,12 +42,14 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <string.h>
 #include <openssl/evp.h>
 
 #define MAX_RECORD_SIZE (1 << 20)
 #define MAX_DEPTH 32
 #define HASH_TEXT 44
+#define MAX_LINE (HASH_TEXT + 1 + MAX_RECORD_SIZE) /* tlog.export.MAX_LINE, LF excluded */
 #define MAX_SEQ 9223372036854775807ULL
 
 typedef const unsigned char *ptr;
@@ -450,7 +453,12 @@ static unsigned long long take_records(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at
         next = lf + 1 - base;
         if (seq + taken < count) {
             if (next >= end || starts(base, next, end, "sig ")) break;
-        } else if (!starts(base, next, end, "run ") && !starts(base, next, end, "end ")) {
+        } else if ((!starts(base, next, end, "run ") && !starts(base, next, end, "end ")) ||
+                   /* The reader reads that line whole before it hands on the last record (and
+                      the run's leaf): it must end in LF within MAX_LINE bytes, as it checks. */
+                   memchr(base + next, '\n', (size_t)(end - next < MAX_LINE + 1 ? end - next
+                                                                                 : MAX_LINE + 1)) ==
+                       NULL) {
             break;
         }
         if (!hash_text(line, h)) break;
@@ -470,14 +478,16 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args) {
     Py_buffer buf, prev_buf;
     Py_ssize_t at, end, run_len;
     const char *run;
-    unsigned long long seq, count, taken;
+    long long seq, count;
+    unsigned long long taken;
     unsigned char prev[32];
     EVP_MD_CTX *ctx;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nny#KKy*", &buf, &at, &end, &run, &run_len, &seq, &count,
+    /* "L": a value beyond a long long is an OverflowError, not silently truncated. */
+    if (!PyArg_ParseTuple(args, "y*nny#LLy*", &buf, &at, &end, &run, &run_len, &seq, &count,
                           &prev_buf))
         return NULL;
-    if (prev_buf.len != 32 || at < 0 || end > buf.len || at > end || seq < 1) {
+    if (prev_buf.len != 32 || at < 0 || end > buf.len || at > end || seq < 1 || count < 0) {
         PyBuffer_Release(&buf);
         PyBuffer_Release(&prev_buf);
         PyErr_SetString(PyExc_ValueError, "scan_records: bad arguments");
@@ -490,7 +500,8 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args) {
         PyBuffer_Release(&buf);
         return PyErr_NoMemory();
     }
-    taken = take_records(ctx, (ptr)buf.buf, &at, end, run, run_len, seq, count, prev);
+    taken = take_records(ctx, (ptr)buf.buf, &at, end, run, run_len, (unsigned long long)seq,
+                         (unsigned long long)count, prev);
     EVP_MD_CTX_free(ctx);
     PyBuffer_Release(&buf);
     return Py_BuildValue("nKy#", at, taken, (const char *)prev, (Py_ssize_t)32);
@@ -633,13 +644,19 @@ static PyObject *py_scan_runs(PyObject *self, PyObject *args) {
 static PyObject *py_fold_leaves(PyObject *self, PyObject *args) {
     PyObject *frontier, *leaves, *out = NULL;
     EVP_MD_CTX *ctx = NULL;
+    long long size;
     unsigned long long n;
     unsigned char edge[64][32], h[32];
     Py_ssize_t depth, k;
     static const unsigned char one = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!K", &PyList_Type, &frontier, &PyList_Type, &leaves, &n))
+    if (!PyArg_ParseTuple(args, "O!O!L", &PyList_Type, &frontier, &PyList_Type, &leaves, &size))
         return NULL;
+    if (size < 0 || size > LLONG_MAX - PyList_GET_SIZE(leaves)) {
+        PyErr_SetString(PyExc_ValueError, "fold_leaves: the tree size is out of range");
+        return NULL;
+    }
+    n = (unsigned long long)size;
     depth = PyList_GET_SIZE(frontier);
     if (depth > 63 || (unsigned long long)depth != (unsigned long long)__builtin_popcountll(n)) {
         PyErr_SetString(PyExc_ValueError, "fold_leaves: the frontier does not match the size");

@@ -251,6 +251,7 @@ class _Reader:
         self.block_start = start  # the file offset of buf[0]
         self.lineno = lineno  # the number of the last line read
         self.last = start  # the file offset of the last line read by next()
+        self.last_in_buf = False  # whether that line came from buf
         self.back: tuple[int, bytes] | None = None
 
     def next(self) -> tuple[int, bytes] | None:
@@ -265,6 +266,7 @@ class _Reader:
             self.at = lf + 1
             self.lineno += 1
             self.last = self.block_start + at
+            self.last_in_buf = True
             return self.lineno, buf[at:lf]
         return self._fill()
 
@@ -292,8 +294,19 @@ class _Reader:
         if lf - off > MAX_LINE:  # pragma: no cover - the find is bounded to MAX_LINE + 1 bytes
             raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
         self.last = off
+        self.last_in_buf = False
         self.pos = lf + 1
         return self.lineno, self.mm[off:lf]
+
+    def unread(self) -> bool:
+        """Undo the push-back of a line that came from ``buf``: it is read again from there
+        (so that the record scan can take it). False when there is nothing to undo."""
+        if self.back is None or not self.last_in_buf:
+            return False
+        self.back = None
+        self.at = self.last - self.block_start
+        self.lineno -= 1
+        return True
 
     def at_chunk_end(self) -> bool:
         """True when the next line to read starts at or after the chunk's end."""
@@ -473,7 +486,7 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
         seq = 0
         scan = _scan if not require else None  # it takes unsigned records only
         while seq < count:
-            if scan is not None and rd.back is None and rd.at < len(rd.buf):
+            if scan is not None and (rd.back is None or rd.unread()) and rd.at < len(rd.buf):
                 # The C scan takes the plain records it is sure of, then the loop below does
                 # one record (the verdict, or a signed record) and the scan resumes. A scan
                 # that takes nothing is not tried again in this run (signed records).
