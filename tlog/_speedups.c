@@ -1,9 +1,9 @@
 /*
- * tlog._speedups: the export verifiers' record fast path, in C.
+ * tlog._speedups: the export verifiers' record fast path, and two helpers, in C.
  *
- * Two functions, each a *sound subset* of the pure-Python checks it speeds up: a True (or a
- * record counted as done) means the Python code would accept the same bytes with the same
- * result; anything this code is not sure of -- an escape in a key, a 16-digit integer, a
+ * body_names, scan_records and scan_runs are each a *sound subset* of the pure-Python checks
+ * they speed up: a True (or a record or run counted as done) means the Python code would
+ * accept the same bytes with the same result; anything this code is not sure of -- an escape in a key, a 16-digit integer, a
  * record followed by a sig line, the end of a block, any error -- makes it stop and leave the
  * verdict, and the error message, to the Python code (tlog.journal.decode_body,
  * tlog.export.read_export, verifier.parallel._runs). So it never decides a failure and never
@@ -24,6 +24,22 @@
  *       SHA-256(prev || body) is the written hash.
  *       Stops at the first record not taken; returns the offset after the last record taken,
  *       how many were taken, and the last taken record's hash (``prev`` when none).
+ *
+ *   scan_runs(buf, at, end, lineno) -> (at, lineno, runs)
+ *       Whole runs from offset ``at`` (a run line; ``lineno`` is the number of the line before
+ *       it): a run line in the common spelling ("run <ID> <count>[ sealed <pos> <outcome>]",
+ *       verifier.parallel._RUN_LINE), then all its records as scan_records takes them. Stops
+ *       before the first run not taken whole. ``runs`` are verifier.parallel's run tuples
+ *       (run line, run ID, count, position or -1, leaf hash or None, last record's line).
+ *       Parses and hashes with the GIL released, 64 runs at a time.
+ *
+ * And two exact helpers, the same result as the Python code always:
+ *
+ *   fold_leaves(frontier, leaves, size) -> stored hashes
+ *       tlog.merkle.stored_hashes_for_leaves's loop (RFC 6962 node hashes), ``frontier``
+ *       updated in place.
+ *
+ *   count_lines(buf, start, end) -> the number of LF bytes in buf[start:end].
  *
  * What body_names accepts, and why each acceptance is the Python verdict (the format is in
  * the docstring of tlog/journal.py): a JSON object with no whitespace between tokens; its keys
