@@ -568,6 +568,33 @@ def _keyword(data: bytes, word: bytes) -> bytes | None:
     return data[len(prefix) :] if data.startswith(prefix) else None
 
 
+def _run_line(rest: bytes, n: int) -> tuple[str, int, int, str]:
+    """The grammar of run line ``n`` (``rest``: what follows ``run ``): (run ID, count, sealed
+    position or -1, outcome or ""). The checks that depend on the runs before it are the
+    caller's."""
+    tokens = rest.split(b" ")
+    if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
+        raise ExportFormatError(
+            n,
+            "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
+        )
+    run = _text(tokens[0], n)
+    try:
+        check_run_id(run)
+    except MalformedError as e:
+        raise ExportFormatError(n, str(e)) from None
+    count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
+    if len(tokens) == 2:
+        return run, count, -1, ""
+    pos = _decimal(tokens[3], n, f"log position of run {run}")
+    outcome = _text(tokens[4], n)
+    try:
+        check_outcome(outcome)
+    except MalformedError as e:
+        raise ExportFormatError(n, f"run {run}: {e}") from None
+    return run, count, pos, outcome
+
+
 def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
     """Parse an export strictly, streaming; yield its items in file order.
 
@@ -645,26 +672,9 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
         rest = _keyword(data, b"run")
         if rest is None:
             break
-        tokens = rest.split(b" ")
-        if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
-            raise ExportFormatError(
-                n,
-                "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
-            )
-        run = _text(tokens[0], n)
-        try:
-            check_run_id(run)
-        except MalformedError as e:
-            raise ExportFormatError(n, str(e)) from None
-        count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
+        run, count, pos, outcome = _run_line(rest, n)
         seal: RunSeal | None = None
-        if len(tokens) == 5:
-            pos = _decimal(tokens[3], n, f"log position of run {run}")
-            outcome = _text(tokens[4], n)
-            try:
-                check_outcome(outcome)
-            except MalformedError as e:
-                raise ExportFormatError(n, f"run {run}: {e}") from None
+        if pos >= 0:
             if last_unsealed is not None:
                 raise ExportFormatError(n, f"sealed run {run} follows an unsealed run")
             if pos != position:

@@ -90,7 +90,7 @@ Progress: ``progress(done, total)`` is called with bytes: once after the prefix,
 each chunk is merged, and ``(size, size)`` at the end.
 
 This module depends on private helpers of :mod:`tlog.export` (``_Keys``, ``_check_header``,
-``_check_body``, ``_parse_sig_line``, ``_decimal``, ``_describe``, ``_keyword``, ``_text``) so
+``_check_body``, ``_parse_sig_line``, ``_run_line``, ``_decimal``, ``_describe``, ``_keyword``) so
 that its messages are the one-pass verifier's by construction; the messages written inline in
 ``tlog.export`` are copied here, and ``tests/test_verifier_parallel.py`` compares both
 verifiers on hundreds of mutated files to catch any drift.
@@ -136,15 +136,12 @@ from tlog.export import (
     _Keys,
     _keyword,
     _parse_sig_line,
-    _text,
 )
+from tlog.export import _run_line as _export_run_line
 from tlog.journal import (
     GENESIS,
-    MAX_SEQ,
     RECORD_SIGNATURE_CONTEXT,
     body_names,
-    check_outcome,
-    check_run_id,
 )
 from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
 from tlog.merkle import verify_consistency as _verify_consistency
@@ -558,33 +555,14 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
 
 
 def _run_line(n: int, data: bytes) -> tuple[bytes, str, int, int]:
-    """A run line (line ``n``) by the one-pass reader's own grammar (tlog.export.read_export):
+    """A run line (line ``n``) by the one-pass reader's own grammar (tlog.export._run_line):
     (run ID bytes, run ID, count, sealed position or -1); ``b""`` when ``data`` is not a
     ``run`` line. The checks that depend on the runs before it are the coordinator's."""
     rest = _keyword(data, b"run")
     if rest is None:
         return b"", "", 0, -1
-    tokens = rest.split(b" ")
-    if len(tokens) not in (2, 5) or (len(tokens) == 5 and tokens[2] != b"sealed"):
-        raise ExportFormatError(
-            n,
-            "expected 'run <run ID> <count>' or 'run <run ID> <count> sealed <pos> <outcome>'",
-        )
-    run = _text(tokens[0], n)
-    try:
-        check_run_id(run)
-    except MalformedError as e:
-        raise ExportFormatError(n, str(e)) from None
-    count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
-    pos = -1
-    if len(tokens) == 5:
-        pos = _decimal(tokens[3], n, f"log position of run {run}")
-        outcome = _text(tokens[4], n)
-        try:
-            check_outcome(outcome)
-        except MalformedError as e:
-            raise ExportFormatError(n, f"run {run}: {e}") from None
-    return tokens[0], run, count, pos
+    run, count, pos, _ = _export_run_line(rest, n)
+    return run.encode("ascii"), run, count, pos
 
 
 def _slow_hash(text: bytes, line: int, run: str, seq: int) -> bytes:
