@@ -113,6 +113,7 @@ class MemoryState(WitnessState):
         self._logs: dict[str, LogConfig] = {}
         self._latest: dict[str, Cosigned] = {}
         self._evidence: list[Evidence] = []
+        self._proves: set[tuple[str, bytes]] = set()
         self._counts: dict[tuple[str, int], int] = {}
 
     def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
@@ -170,9 +171,20 @@ class MemoryState(WitnessState):
             return [self._latest[o] for o in sorted(self._latest)]
 
     def add_evidence(
-        self, origin: str, reason: str, request: bytes, stored_note: bytes | None, at: int
-    ) -> int:
+        self,
+        origin: str,
+        reason: str,
+        request: bytes,
+        stored_note: bytes | None,
+        at: int,
+        *,
+        proves: bytes | None = None,
+    ) -> int | None:
         with self._lock:
+            if proves is not None and (origin, proves) in self._proves:
+                return None
+            if proves is not None:
+                self._proves.add((origin, proves))
             e = Evidence(len(self._evidence) + 1, origin, reason, request, stored_note, at)
             self._evidence.append(e)
             return e.id
@@ -298,9 +310,16 @@ class Recorder(WitnessState):
         return self.inner.all_latest()
 
     def add_evidence(
-        self, origin: str, reason: str, request: bytes, stored_note: bytes | None, at: int
-    ) -> int:
-        return self.inner.add_evidence(origin, reason, request, stored_note, at)
+        self,
+        origin: str,
+        reason: str,
+        request: bytes,
+        stored_note: bytes | None,
+        at: int,
+        *,
+        proves: bytes | None = None,
+    ) -> int | None:
+        return self.inner.add_evidence(origin, reason, request, stored_note, at, proves=proves)
 
     def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
         return self.inner.evidence(origin, limit)
@@ -703,14 +722,17 @@ def test_edge_11_bad_proof_422_and_evidence(backend: Backend) -> None:
             422,
             b"consistency proof does not lead to the root of size 3\n",
         )
-        [e] = env.state.evidence(ORIGIN)
-        assert e.request == body
+        # A proof that does not verify is the submitter's error, not a proven fork.
+        assert env.state.evidence(ORIGIN) == []
         # A fork (signed by the same log key) that diverges before the stored size, with a
-        # correct proof within its own tree: inconsistent with the stored root.
+        # correct proof within its own tree: the proof folds to the fork's signed root from
+        # another root at size 3, which proves the split view by itself. Kept once.
         fork = Log(leaves=[leaf("main", 0), *(leaf("b", i) for i in range(7))])
-        r = await env.post(fork.request(3, 8))
-        assert r.status == 422 and b"consistency proof" in r.body
-        assert len(env.state.evidence(ORIGIN)) == 2
+        for _ in range(3):
+            r = await env.post(fork.request(3, 8))
+            assert r.status == 422 and b"consistency proof" in r.body
+        [e] = env.state.evidence(ORIGIN)
+        assert e.request == fork.request(3, 8)
         # A log that grew past the stored size along the same leaves is consistent.
         grown = Log(
             leaves=[*(leaf("main", i) for i in range(3)), *(leaf("b", i) for i in range(5))]
@@ -731,7 +753,7 @@ def test_conflicting_checkpoint_at_stored_size_is_evidence_even_on_409(backend: 
         r = await env.post(fork.request(2, 5, proof=[leaf("z", 0)] * 3))
         assert (r.status, r.body) == (409, b"5\n")
         [e] = env.state.evidence(ORIGIN)
-        assert e.reason == "same size, different root"
+        assert e.reason == "two different roots for size 5"
 
     run(t, backend=backend)
 
@@ -1044,8 +1066,16 @@ def test_concurrency_two_forks_cosign_one_fork_only(kind: str, trials: int, tmp_
                 assert stored.root == won.tree.root(stored.size)
                 sizes = [s for o, s in state.history if o == origin]
                 assert sizes == sorted(sizes) and sizes[1:] == sorted(cosigned)
-                n422 = sum(1 for r in results if r.status == 422)
-                assert len(state.evidence(origin)) >= n422
+                # Evidence: only proven forks, each once (the two forks are fixed, so one
+                # reason names one pair of checkpoints), never more rows than refusals.
+                refused = sum(1 for r in results if r.status in (409, 422))
+                kept = state.evidence(origin)
+                assert len(kept) <= refused
+                assert len({e.reason for e in kept}) == len(kept)
+                assert all(
+                    e.reason.startswith(("two different roots", "the consistency proof"))
+                    for e in kept
+                )
         assert statuses.get(422, 0) > 0 and statuses.get(409, 0) > 0
         assert state.stats.cas_failures > 0  # the race between the two instances did happen
 
@@ -2473,9 +2503,10 @@ def test_evidence_is_kept_when_the_refusal_is_decided_on_a_fresh_read(
         s1.add_log(ORIGIN, (log.vkey,))
         async with serve(make_app(s1, witness_signers(False), name=WITNESS, clock=clock)) as c:
             assert (await fetch(c, "POST", "/add-checkpoint", log.request(0, 5))).status == 200
+        other = Log(leaves=[leaf("other", i) for i in range(5)])
         for body, status, reason in [
-            (fork.request(5, 5), 422, "not consistent: "),
-            (fork.request(2, 5, proof=[leaf("z", 0)] * 3), 409, "same size, different root"),
+            (fork.request(5, 5), 422, "two different roots for size 5"),
+            (other.request(2, 5, proof=[leaf("z", 0)] * 3), 409, "two different roots for size 5"),
         ]:
             # A new instance each time: its first read of the log is a fresh one.
             s = shared_backend.open()

@@ -439,6 +439,44 @@ def verify_consistency(
         if old_root != new_root:
             raise ProofError(f"two different roots for the same size {size}")
         return
+    fr, sr = _consistency_roots(old, size, old_root, proof)
+    if fr != old_root:
+        raise ProofError(f"consistency proof does not lead to the root of size {old}")
+    if sr != new_root:
+        raise ProofError(f"consistency proof does not lead to the root of size {size}")
+
+
+def proves_inconsistency(
+    old: int, size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """True when ``proof`` shows that the tree (``size``, ``new_root``) does NOT extend
+    (``old``, ``old_root``): it is a well-formed RFC 9162 consistency proof whose hashes fold
+    to ``new_root`` exactly, and to a root other than ``old_root`` at size ``old``.
+
+    Folding to ``new_root`` binds the proof's hashes to that tree (a collision of SHA-256
+    aside), so the root it gives at ``old`` is the tree's own prefix root: a third party holding
+    both signed checkpoints and the proof can check the fork by themselves. A proof that does
+    not fold to ``new_root`` proves nothing (anyone can write junk hashes), and when ``old`` is
+    a power of two the proof carries no old root of its own (RFC 9162 prepends ``old_root``),
+    so it can never prove an inconsistency there: False. Requires 0 < ``old`` < ``size``.
+    """
+    if not 0 < old < size or size > MAX_INT63:
+        return False
+    if len(old_root) != HASH_SIZE or len(new_root) != HASH_SIZE:
+        return False
+    if old & (old - 1) == 0 or len(proof) != consistency_proof_size(old, size):
+        return False
+    if any(len(h) != HASH_SIZE for h in proof):
+        return False
+    fr, sr = _consistency_roots(old, size, old_root, proof)
+    return sr == new_root and fr != old_root
+
+
+def _consistency_roots(
+    old: int, size: int, old_root: bytes, proof: Sequence[bytes]
+) -> tuple[bytes, bytes]:
+    """RFC 9162 §2.1.4.2's fold of a consistency proof of the right length (0 < old < size):
+    the roots it gives at sizes ``old`` and ``size``."""
     sha = _sha256
     path = list(proof)
     if old & (old - 1) == 0:
@@ -462,10 +500,9 @@ def verify_consistency(
             sr = sha(b"\x01" + sr + c).digest()
         fn >>= 1
         sn >>= 1
-    if fr != old_root:
-        raise ProofError(f"consistency proof does not lead to the root of size {old}")
-    if sr != new_root or sn != 0:
+    if sn != 0:  # pragma: no cover - excluded by the length check of the callers
         raise ProofError(f"consistency proof does not lead to the root of size {size}")
+    return fr, sr
 
 
 # --- subtrees (draft-ietf-plants-merkle-tree-certs-03 §4; tlog-witness sign-subtree) ------

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -105,15 +106,19 @@ from witness.config import (
     CONFIG_FILE,
     DB_FILE,
     DEFAULT_CONFIG_TTL,
+    DEFAULT_LIMITS,
     DEFAULT_LISTEN,
     DEFAULT_MAX_BODY,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_SHUTDOWN_TIMEOUT,
     DEFAULT_WORKERS,
     KEY_FILE,
+    LIMIT_COUNTS,
+    LIMIT_SECONDS,
     MLDSA_KEY_FILE,
     SETTINGS,
     FileConfig,
+    Limits,
     ListedLog,
     check_prefix,
     format_listen,
@@ -643,6 +648,7 @@ class ServeSettings:
     status_endpoints: bool
     shutdown_timeout: float
     workers: int
+    limits: Limits
 
 
 def _pick(flag: Any, parse: Callable[[Any], Any], from_file: Any, default: Any) -> Any:
@@ -715,7 +721,29 @@ def serve_settings(args: argparse.Namespace, cfg: FileConfig | None) -> ServeSet
         workers=_pick(
             args.workers, lambda t: parse_workers(t, "--workers"), file("workers"), DEFAULT_WORKERS
         ),
+        limits=Limits(
+            **{
+                key: _pick(
+                    getattr(args, key),
+                    functools.partial(_parse_limit, key),
+                    file(key),
+                    getattr(DEFAULT_LIMITS, key),
+                )
+                for key in (*LIMIT_SECONDS, *LIMIT_COUNTS)
+            }
+        ),
     )
+
+
+def _flag(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
+
+
+def _parse_limit(key: str, text: str) -> float | int:
+    """A connection limit's flag value: seconds (> 0) or a count (>= 1)."""
+    if key in LIMIT_SECONDS:
+        return parse_seconds(text, _flag(key), positive=True)
+    return parse_max_body(text, _flag(key))
 
 
 def _request_logger() -> logging.Logger:
@@ -763,6 +791,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 status_endpoints=s.status_endpoints,
                 logger=logger,
                 worker=worker,
+                limits=s.limits,
             )
         except BaseException:
             state.close()
@@ -786,6 +815,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             ("status_endpoints", "true" if s.status_endpoints else "false"),
             ("shutdown_timeout", f"{s.shutdown_timeout:g}"),
             ("workers", str(s.workers)),
+            *((key, f"{getattr(s.limits, key):g}") for key in (*LIMIT_SECONDS, *LIMIT_COUNTS)),
             *(("vkey", v) for v in vkeys),
         ]
         write_stdout("".join(f"{k} {v}\n" for k, v in lines))
@@ -969,10 +999,16 @@ def _serve_epilog() -> str:
         "status_endpoints": "--[no-]status-endpoints",
         "shutdown_timeout": "--shutdown-timeout S",
         "workers": "--workers N",
+        **{key: _flag(key) + " S" for key in LIMIT_SECONDS},
+        **{key: _flag(key) + " N" for key in LIMIT_COUNTS},
     }
     rows = []
     for s in SETTINGS:
-        rows.append(f"  {s.name:<18} {flags[s.name]:<24} {s.kind}, default {s.default}")
+        if len(s.name) > 18:
+            rows.append(f"  {s.name} {flags[s.name]}")
+            rows.append(f"  {'':<18} {s.kind}, default {s.default}")
+        else:
+            rows.append(f"  {s.name:<18} {flags[s.name]:<24} {s.kind}, default {s.default}")
         rows.append(f"  {'':<18} {s.help}")
     table = "\n".join(rows)
     return f"""\
@@ -1109,6 +1145,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve / and /metrics (default: yes)",
     )
     p.add_argument("--shutdown-timeout", metavar="S", help=f"default {DEFAULT_SHUTDOWN_TIMEOUT:g}")
+    for key in (*LIMIT_SECONDS, *LIMIT_COUNTS):
+        p.add_argument(
+            _flag(key),
+            metavar="S" if key in LIMIT_SECONDS else "N",
+            help=f"default {getattr(DEFAULT_LIMITS, key):g}",
+        )
     p.add_argument(
         "--workers",
         metavar="N",

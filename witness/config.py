@@ -44,7 +44,26 @@ setting                 type       meaning (default)
 ``workers``            integer    server processes on the one state, 1..256: set it to the
                                    number of cores to use them all (default 1; see
                                    :mod:`witness.serving`)
+``idle_timeout``       number     seconds a connection may wait with no request in progress
+                                   and no byte of the next one, > 0; then it is closed
+                                   (default 5)
+``header_timeout``     number     seconds from a request's first byte to the end of its
+                                   headers, > 0; slower: 408 and closed (default 10)
+``request_timeout``    number     seconds from the end of a request's headers until its
+                                   response is handed over, > 0; then closed (default 60)
+``max_header_bytes``   integer    bytes of a request's header block, >= 1; more: 431 and
+                                   closed (default 16384)
+``max_connections``    integer    open connections per server process, >= 1; at the cap the
+                                   longest-idle connection is closed for a new one, and 503
+                                   only when all have a request in progress (default 1024)
+``max_connections_per_address``
+                       integer    open connections per client address (IPv6: per /64) per
+                                   process, >= 1; more: 429 (default 128)
+``max_body_memory``    integer    request body bytes read at once per process, >= 1; more
+                                   wait, within ``read_timeout`` (default 67108864: 64 MiB)
 =====================  =========  ===========================================================
+
+The last seven are the connection limits of :mod:`witness.connections`.
 
 Relative paths in the file (``db``, ``keys``) are relative to the file's own directory, so that
 ``tlog-witness serve --config /etc/witness/witness.toml`` works from any directory; relative
@@ -93,6 +112,35 @@ from tlog.keys import TYPE_NAMES
 from tlog.note import check_key_name
 from witness.sqlstate import LOG_KEY_TYPES, check_log_vkey, check_origin
 
+
+@dataclass(frozen=True)
+class Limits:
+    """The connection limits of one server process (:mod:`witness.connections` enforces them)."""
+
+    idle_timeout: float = 5.0
+    header_timeout: float = 10.0
+    request_timeout: float = 60.0
+    max_header_bytes: int = 16384
+    max_connections: int = 1024
+    max_connections_per_address: int = 128
+    max_body_memory: int = 64 << 20
+
+    def check(self) -> Limits:
+        """Self, if every limit is usable (UsageError otherwise)."""
+        for name in ("idle_timeout", "header_timeout", "request_timeout"):
+            if not getattr(self, name) > 0:
+                raise UsageError(f"{name} must be > 0")
+        for name in (
+            "max_header_bytes",
+            "max_connections",
+            "max_connections_per_address",
+            "max_body_memory",
+        ):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be at least 1")
+        return self
+
+
 CONFIG_FILE = "witness.toml"
 """The file name ``tlog-witness init`` writes."""
 
@@ -114,6 +162,16 @@ DEFAULT_CONFIG_TTL = 1.0
 DEFAULT_SHUTDOWN_TIMEOUT = 5.0
 DEFAULT_WORKERS = 1
 MAX_WORKERS = 256
+DEFAULT_LIMITS = Limits()
+"""The connection limits' defaults (:class:`witness.connections.Limits`)."""
+LIMIT_SECONDS = ("idle_timeout", "header_timeout", "request_timeout")
+"""Connection limits that are numbers of seconds (> 0); the other limits are integers >= 1."""
+LIMIT_COUNTS = (
+    "max_header_bytes",
+    "max_connections",
+    "max_connections_per_address",
+    "max_body_memory",
+)
 
 MAX_CONFIG_SIZE = 1 << 20
 """Largest configuration file read."""
@@ -150,6 +208,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("status_endpoints", "boolean", "true", "serve / (HTML status) and /metrics"),
     Setting("shutdown_timeout", "number", "5", "seconds for requests in flight at SIGTERM"),
     Setting("workers", "integer", "1", "server processes (set to the number of cores)"),
+    Setting("idle_timeout", "number", "5", "seconds a connection may idle (then closed)"),
+    Setting("header_timeout", "number", "10", "seconds to receive request headers (408)"),
+    Setting("request_timeout", "number", "60", "seconds from headers to response (closed)"),
+    Setting("max_header_bytes", "integer", "16384", "largest request header block (431)"),
+    Setting("max_connections", "integer", "1024", "connections per process (idle evicted)"),
+    Setting("max_connections_per_address", "integer", "128", "per client address (429)"),
+    Setting("max_body_memory", "integer", "67108864", "body bytes read at once (others wait)"),
 )
 """Every setting of witness.toml, in the order the starter file lists them."""
 
@@ -176,6 +241,13 @@ class FileConfig:
     status_endpoints: bool | None = None
     shutdown_timeout: float | None = None
     workers: int | None = None
+    idle_timeout: float | None = None
+    header_timeout: float | None = None
+    request_timeout: float | None = None
+    max_header_bytes: int | None = None
+    max_connections: int | None = None
+    max_connections_per_address: int | None = None
+    max_body_memory: int | None = None
 
 
 # --- values shared with the command line -----------------------------------------------------
@@ -340,17 +412,17 @@ def parse_config(data: bytes, *, where: str, base_dir: str) -> FileConfig:
     for key in ("submission_prefix", "monitoring_prefix"):
         if key in table:
             values[key] = check_prefix(_string(where, key, table[key]), f"{where}: {key}")
-    if "max_body" in table:
-        n = table["max_body"]
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise MalformedError(f"{where}: max_body must be an integer, not {_toml_type(n)}")
-        if not 1 <= n <= MAX_INT63:
-            raise MalformedError(f"{where}: max_body must be at least 1")
-        values["max_body"] = n
-    if "read_timeout" in table:
-        values["read_timeout"] = _number(
-            where, "read_timeout", table["read_timeout"], positive=True
-        )
+    for key in ("max_body", *LIMIT_COUNTS):
+        if key in table:
+            n = table[key]
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise MalformedError(f"{where}: {key} must be an integer, not {_toml_type(n)}")
+            if not 1 <= n <= MAX_INT63:
+                raise MalformedError(f"{where}: {key} must be at least 1")
+            values[key] = n
+    for key in ("read_timeout", *LIMIT_SECONDS):
+        if key in table:
+            values[key] = _number(where, key, table[key], positive=True)
     for key in ("config_ttl", "shutdown_timeout"):
         if key in table:
             values[key] = _number(where, key, table[key], positive=False)
@@ -465,6 +537,24 @@ shutdown_timeout = {DEFAULT_SHUTDOWN_TIMEOUT:g}
 # compare-and-swap, so they never disagree). One Python process uses one core: set this to
 # the number of cores to use them all.
 workers = {DEFAULT_WORKERS}
+
+# Connection limits, per server process (the operator guide's "Limits" says what a client
+# sees at each). A connection with no request in progress is closed after idle_timeout
+# seconds; a request's headers must arrive within header_timeout seconds of its first byte
+# (408) and fit in max_header_bytes (431); its response must be ready request_timeout
+# seconds after its headers.
+idle_timeout = {DEFAULT_LIMITS.idle_timeout:g}
+header_timeout = {DEFAULT_LIMITS.header_timeout:g}
+request_timeout = {DEFAULT_LIMITS.request_timeout:g}
+max_header_bytes = {DEFAULT_LIMITS.max_header_bytes}
+# At max_connections, the connection idle the longest is closed to admit a new one; only
+# when every connection has a request in progress is a new one refused (503). One client
+# address (an IPv6 /64) may hold max_connections_per_address (more: 429). Give the service
+# a descriptor limit (systemd LimitNOFILE) of at least max_connections + 256.
+max_connections = {DEFAULT_LIMITS.max_connections}
+max_connections_per_address = {DEFAULT_LIMITS.max_connections_per_address}
+# Request body bytes read at once; more requests wait (within read_timeout).
+max_body_memory = {DEFAULT_LIMITS.max_body_memory}
 """
 
 

@@ -117,6 +117,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import html
 import json
 import logging
@@ -147,7 +148,7 @@ from tlog.errors import (
     VerificationError,
 )
 from tlog.keys import format_vkey, parse_vkey, verifier_for
-from tlog.merkle import verify_subtree_consistency
+from tlog.merkle import proves_inconsistency, verify_subtree_consistency
 from tlog.note import Signature, Verifier, check_key_name, format_note, open_note
 from tlog.witnessproto import (
     MAX_REQUEST_SIZE,
@@ -159,6 +160,8 @@ from tlog.witnessproto import (
     format_cosignature_response,
     origin_hash,
 )
+from witness.config import Limits
+from witness.connections import BodyBudget, ConnectionGuard
 from witness.errors import (
     TEXT_CONTENT_TYPE,
     QuotaExceededError,
@@ -168,9 +171,12 @@ from witness.errors import (
     UnknownLogError,
     reply_for,
 )
+from witness.sqlstate import MAX_ORIGIN_BYTES, could_be_configured
 from witness.state import Cosigned, LogConfig, WitnessState
 
 __all__ = [
+    "GUARD_KEY",
+    "RUNNER_OPTIONS_KEY",
     "Cosigner",
     "make_app",
 ]
@@ -186,9 +192,14 @@ _DAY = 86400
 _MAX_SUBTREE_ORIGIN = 255  # bytes: the subtree/v1 struct's length prefix is one byte
 _MAX_BATCH = 256  # compare-and-swaps per group commit
 _MAX_SWAPS = 3  # compare-and-swaps one request tries, each lost to another process, before 409
-_MAX_CACHED_CONFIGS = 4096  # log configurations remembered (see _Witness.log_config)
-_MAX_CACHED_NOTES = 1024  # verified checkpoint notes remembered (see _Witness.open_checkpoint)
+_MAX_CACHED_CONFIGS = 4096  # log configurations remembered (see _Witness.log_config); each
+# key is an origin of at most MAX_ORIGIN_BYTES (longer ones are refused before the cache), so
+# the cache holds at most about 4096 * (512 + a configuration) bytes
+_MAX_OPENED_BYTES = 8 << 20  # verified notes remembered (see _Witness.open_checkpoint)
 _MAX_CACHED_NOTE = 16384  # bytes: larger notes are verified every time
+_MAX_HEADER_LINE = 8190  # bytes of a request line or header field (aiohttp's default)
+_MAX_HEADERS = 64  # header fields of a request
+_READ_BUFSIZE = 16384  # body bytes aiohttp buffers per connection before it pauses the socket
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -219,6 +230,16 @@ _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _INFO = web.RequestKey("witness_info", dict)
 
+GUARD_KEY = web.AppKey("witness_guard", ConnectionGuard)
+"""The application's :class:`~witness.connections.ConnectionGuard`: a site that serves the
+application listens through it (:class:`~witness.connections.GuardedSite`)."""
+
+RUNNER_OPTIONS_KEY = web.AppKey("witness_runner_options", dict)
+"""Keyword arguments for the ``web.AppRunner`` that serves the application: aiohttp's own
+limits (keep-alive, header sizes, read buffer) and the logger of its protocol errors."""
+
+_LOG_FIELD = MAX_ORIGIN_BYTES  # characters of a client's value (an origin) in a log line
+
 
 class _Metrics:
     """Prometheus counters and histograms, kept in memory, written by hand (text format 0.0.4)."""
@@ -231,6 +252,8 @@ class _Metrics:
         self.counts: dict[str, int] = {}
         self.cosignatures = 0
         self.evidence = 0
+        self.evidence_skipped = 0
+        self.connections_closed: dict[str, int] = {}
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
         key = (endpoint, status)
@@ -242,7 +265,9 @@ class _Metrics:
         self.sums[endpoint] = self.sums.get(endpoint, 0.0) + seconds
         self.counts[endpoint] = self.counts.get(endpoint, 0) + 1
 
-    def render(self, logs: list[LogConfig], cosigned: int) -> str:
+    def render(
+        self, logs: list[LogConfig], cosigned: int, open_connections: int, body_bytes: int
+    ) -> str:
         out = [
             "# HELP witness_http_requests_total HTTP requests by endpoint and status code.",
             "# TYPE witness_http_requests_total counter",
@@ -283,9 +308,26 @@ class _Metrics:
             "# HELP witness_cosignatures_total Cosignature lines issued by add-checkpoint.",
             "# TYPE witness_cosignatures_total counter",
             f"witness_cosignatures_total {self.cosignatures}",
-            "# HELP witness_evidence_total Conflicting, validly signed checkpoints kept.",
+            "# HELP witness_evidence_total Proven split views kept as evidence.",
             "# TYPE witness_evidence_total counter",
             f"witness_evidence_total {self.evidence}",
+            "# HELP witness_evidence_not_kept_total Proven split views not kept: already kept,"
+            " or the log's evidence is at its bound.",
+            "# TYPE witness_evidence_not_kept_total counter",
+            f"witness_evidence_not_kept_total {self.evidence_skipped}",
+            "# HELP witness_connections Open client connections.",
+            "# TYPE witness_connections gauge",
+            f"witness_connections {open_connections}",
+            "# HELP witness_connections_closed_total Connections the server closed or refused,"
+            " by reason.",
+            "# TYPE witness_connections_closed_total counter",
+            *(
+                f'witness_connections_closed_total{{reason="{reason}"}} {n}'
+                for reason, n in sorted(self.connections_closed.items())
+            ),
+            "# HELP witness_body_bytes_reserved Request body bytes being read now.",
+            "# TYPE witness_body_bytes_reserved gauge",
+            f"witness_body_bytes_reserved {body_bytes}",
         ]
         if self.worker is not None:
             label = f'worker="{self.worker}"'
@@ -451,6 +493,7 @@ class _Witness:
         clock: Clock,
         config_ttl: float,
         logger: logging.Logger,
+        limits: Limits,
         worker: int | None = None,
     ) -> None:
         self.state = state
@@ -471,10 +514,13 @@ class _Witness:
         self.configs: dict[str, tuple[LogConfig | None, float]] = {}  # origin -> (config, read at)
         self.latest: dict[str, _Latest] = {}  # origin -> what this process last saw stored
         self.opened: dict[tuple[bytes, tuple[str, ...]], SignedCheckpoint] = {}
+        self.opened_bytes = 0  # note bytes held by self.opened (bounded: _MAX_OPENED_BYTES)
         self.commits = _GroupCommit(state)
         self.origins: dict[str, str] = {}  # origin hash -> origin (monitoring)
         self.origins_loaded = -math.inf
         self.metrics = _Metrics(worker)
+        self.guard = ConnectionGuard(limits, self.connection_closed)
+        self.bodies = BodyBudget(limits.max_body_memory)
         self.stopping = False  # set when the application shuts down (make_app's on_shutdown)
 
     # --- plumbing ------------------------------------------------------------------------
@@ -499,6 +545,9 @@ class _Witness:
         info: dict[str, Any] = {"endpoint": endpoint, "method": request.method}
         request[_INFO] = info
         status = 500
+        conn = self.guard.connection_of(request)
+        if conn is not None:
+            conn.request_started()
         try:
             response = await handler(request)
             status = response.status
@@ -513,7 +562,12 @@ class _Witness:
             # blame. A compare-and-swap already running in its thread still completes (or not)
             # atomically; no response is sent.
             status = 499  # nginx's "client closed request", for the log and the metrics
-            info["error"] = "server stopping" if self.stopping else "client disconnected"
+            if conn is not None and conn.closing_reason == "request_deadline":
+                info["error"] = (
+                    f"request not done within {self.guard.limits.request_timeout:g} seconds"
+                )
+            else:
+                info["error"] = "server stopping" if self.stopping else "client disconnected"
             raise
         except Exception as e:  # the one place every error becomes a response
             reply = reply_for(e)
@@ -529,11 +583,40 @@ class _Witness:
                 info["error"] = str(e)[:200]
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
         finally:
+            if conn is not None:
+                conn.request_done()
             seconds = time.perf_counter() - started
             self.metrics.observe(endpoint, status, seconds)
             info["status"] = status
             info["duration_ms"] = round(seconds * 1000, 3)
             self.logger.info(json.dumps(info))
+
+    def connection_closed(
+        self, reason: str, status: int | None, client: str, seconds: float
+    ) -> None:
+        """The guard closed or refused a connection: counted; logged when it answered."""
+        self.metrics.connections_closed[reason] = self.metrics.connections_closed.get(reason, 0) + 1
+        if status is None:
+            return
+        self.metrics.observe("connection", status, 0.0)
+        self.logger.info(
+            json.dumps(
+                {
+                    "endpoint": "connection",
+                    "status": status,
+                    "error": reason.replace("_", " "),
+                    "client": client,
+                    "duration_ms": round(seconds * 1000, 3),
+                }
+            )
+        )
+
+    def protocol_error(self, status: int, error: str, client: str) -> None:
+        """aiohttp refused a request it could not parse (malformed HTTP): one line, one count."""
+        self.metrics.observe("http", status, 0.0)
+        self.logger.info(
+            json.dumps({"endpoint": "http", "status": status, "error": error, "client": client})
+        )
 
     async def read_body(self, request: web.Request) -> bytes:
         """The request body, within the size cap (413) and the read deadline (408)."""
@@ -543,14 +626,21 @@ class _Witness:
         content = request.content
         chunks: list[bytes] = []
         total = 0
+        reserved = 0
         try:
             if content.is_eof():
-                # The whole body came with the headers (the usual case): no deadline to keep.
+                # The whole body came with the headers (the usual case): no deadline to keep,
+                # and it is in memory already.
                 body = content.read_nowait()
                 if len(body) > self.max_body:
                     raise RequestTooLargeError(self.max_body)
                 return body
             async with asyncio.timeout(self.read_timeout):
+                # Room for the body first (the declared length; the cap when chunked): bodies
+                # read at once stay within max_body_memory. Waiting counts in the deadline.
+                reserved = await self.bodies.reserve(
+                    self.max_body if declared is None else declared
+                )
                 while chunk := await content.readany():
                     total += len(chunk)
                     if total > self.max_body:
@@ -565,6 +655,9 @@ class _Witness:
         except ConnectionResetError:
             # The client went away mid-body: nothing to answer; logged as 499 like a cancel.
             raise asyncio.CancelledError from None
+        finally:
+            if reserved:
+                self.bodies.release(reserved)
         return b"".join(chunks)
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -582,6 +675,10 @@ class _Witness:
         """The configuration of an enabled log (404 otherwise), read at most every
         ``config_ttl`` seconds per origin: ``add-key``, ``disable-log`` and the like, run by
         the operator while the server runs, take effect within that time."""
+        if not could_be_configured(origin):
+            # Longer than any configurable origin, or with a control character: no log can
+            # have it, so no lookup and no cache entry (a 1 MB origin must cost nothing kept).
+            raise UnknownLogError(origin)
         now = time.monotonic()
         cached = self.configs.get(origin)
         if cached is not None and now - cached[1] < self.config_ttl:
@@ -608,9 +705,12 @@ class _Witness:
         if signed is None:
             signed = open_checkpoint(note, _log_verifiers(config.keys))
             if len(note) <= _MAX_CACHED_NOTE:
-                if len(self.opened) >= _MAX_CACHED_NOTES:
+                if self.opened_bytes + len(note) > _MAX_OPENED_BYTES:
                     self.opened.clear()
+                    self.opened_bytes = 0
                 self.opened[key] = signed
+                # The note is held twice (the key and the parsed checkpoint's note).
+                self.opened_bytes += 2 * len(note)
         return signed
 
     async def stored(self, origin: str, *, fresh: bool = False) -> tuple[_Latest, bool]:
@@ -667,15 +767,42 @@ class _Witness:
                 entry, _ = await self.stored(cp.origin, fresh=True)
         try:
             entry.check(req, cp)
-        except ConflictError:
-            stored = entry.stored
-            if stored is not None and cp.size == stored.size and cp.root != stored.root:
-                await self.record_evidence(cp.origin, "same size, different root", body, stored)
-            raise
-        except ProofError as e:
-            await self.record_evidence(cp.origin, f"not consistent: {e}", body, entry.stored)
+        except (ConflictError, ProofError):
+            if entry.stored is not None:
+                await self.keep_if_proven(entry.stored, req, cp, body)
             raise
         return entry
+
+    async def keep_if_proven(
+        self, stored: Cosigned, req: AddCheckpointRequest, cp: Checkpoint, body: bytes
+    ) -> None:
+        """Keep the request as evidence when, with the stored note, it proves a split view by
+        itself; anything else refused (a junk or wrong-length proof, a stale client) is the
+        submitter's error and leaves no trace but its log line.
+
+        Both notes carry valid signatures of the log's trusted keys (the request's was just
+        opened with them; the stored one was, when it was accepted). Then either they name
+        one size with two roots, or the request's consistency proof folds exactly to its own
+        root from another root at the stored size (:func:`tlog.merkle.proves_inconsistency`).
+        ``proves`` names that fork, so resending it (in either order, to any worker) adds
+        nothing."""
+        if cp.size == stored.size and cp.root != stored.root:
+            low, high = sorted((cp.root, stored.root))
+            reason = f"two different roots for size {cp.size}"
+            proves = hashlib.sha256(b"same size\n%d\n" % cp.size + low + high).digest()
+        elif req.old == stored.size < cp.size and proves_inconsistency(
+            stored.size, cp.size, stored.root, cp.root, req.proof
+        ):
+            reason = (
+                f"the consistency proof from size {stored.size} to {cp.size} leads to the"
+                f" request's root from another root at size {stored.size}"
+            )
+            proves = hashlib.sha256(
+                b"inconsistent\n%d\n%d\n" % (stored.size, cp.size) + stored.root + cp.root
+            ).digest()
+        else:
+            return
+        await self.record_evidence(cp.origin, reason, body, stored, proves)
 
     async def check_quota(self, config: LogConfig) -> None:
         if config.qpd is None:
@@ -688,21 +815,31 @@ class _Witness:
             raise QuotaExceededError(config.origin, config.qpd, retry_after)
 
     async def record_evidence(
-        self, origin: str, reason: str, body: bytes, stored: Cosigned | None
+        self, origin: str, reason: str, body: bytes, stored: Cosigned, proves: bytes
     ) -> None:
         at = int(self.clock())
-        stored_note = None if stored is None else stored.note
         try:
             evidence_id = await asyncio.to_thread(
-                self.state.add_evidence, origin, reason, body, stored_note, at
+                functools.partial(
+                    self.state.add_evidence, origin, reason, body, stored.note, at, proves=proves
+                )
             )
         except Exception:
             self.logger.exception(json.dumps({"event": "evidence-not-stored", "origin": origin}))
             return
-        self.metrics.evidence += 1
+        if evidence_id is None:
+            self.metrics.evidence_skipped += 1
+        else:
+            self.metrics.evidence += 1
         self.logger.warning(
             json.dumps(
-                {"event": "inconsistent-checkpoint", "origin": origin, "evidence": evidence_id}
+                {
+                    "event": "split-view",
+                    "origin": origin,
+                    "reason": reason,
+                    # None: the same fork is kept already, or the log's evidence is full.
+                    "evidence": evidence_id,
+                }
             )
         )
 
@@ -714,7 +851,7 @@ class _Witness:
         req = AddCheckpointRequest.parse(body)
         info["old"] = req.old
         origin = origin_of(req.checkpoint)
-        info["origin"] = origin
+        info["origin"] = origin[:_LOG_FIELD]
         config = await self.log_config(origin)
         signed = self.open_checkpoint(req.checkpoint, config)
         cp = signed.checkpoint
@@ -789,7 +926,7 @@ class _Witness:
         req = SignSubtreeRequest.parse(body)
         info["start"], info["end"] = req.start, req.end
         origin = origin_of(req.checkpoint)
-        info["origin"] = origin
+        info["origin"] = origin[:_LOG_FIELD]
         await self.log_config(origin)
         if len(origin.encode("utf-8")) > _MAX_SUBTREE_ORIGIN:
             raise MalformedError("a subtree/v1 cosignature names origins of at most 255 bytes")
@@ -869,11 +1006,55 @@ class _Witness:
     async def metrics_page(self, request: web.Request) -> web.Response:
         logs = await self.call(self.state.logs)
         cosigned = len(await self.call(self.state.all_latest))
-        text = self.metrics.render(logs, cosigned)
+        text = self.metrics.render(logs, cosigned, len(self.guard.conns), self.bodies.used)
         return web.Response(
             body=text.encode("utf-8"),
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
         )
+
+
+class _ProtocolLog:
+    """The logger aiohttp's protocol writes to (the ``logger`` of its ``RequestHandler``).
+
+    aiohttp answers a request it cannot parse (malformed HTTP: a bad request line, a header
+    too long, a broken chunked framing) itself, without the application's middleware, and logs
+    the exception with its traceback. Here such an error is the client's: one JSON line and
+    one metric, like every request. Anything else aiohttp reports is the server's problem and
+    keeps its traceback.
+    """
+
+    def __init__(self, witness: _Witness) -> None:
+        self.witness = witness
+
+    def _report(self, msg: str, args: tuple[Any, ...], exc: object) -> bool:
+        if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
+            client = str(args[0]) if args else ""
+            error = (exc.message or type(exc).__name__).splitlines()[0][:200]
+            self.witness.protocol_error(exc.code or 400, error, client)
+            return True
+        return False
+
+    def debug(self, msg: str, *args: Any, exc_info: object = None, **kw: Any) -> None:
+        # aiohttp logs a non-HTTP first request (TLS to this port, a scanner) at debug level.
+        self._report(msg, args, exc_info)
+
+    def exception(self, msg: str, *args: Any, exc_info: object = None, **kw: Any) -> None:
+        if not self._report(msg, args, exc_info):
+            self.witness.logger.error(
+                json.dumps({"event": "http-internal-error", "error": msg % args if args else msg})
+                + "\n"
+                + "".join(
+                    traceback.format_exception(exc_info)
+                    if isinstance(exc_info, BaseException)
+                    else traceback.format_exc()
+                )
+            )
+
+    def warning(self, msg: str, *args: Any, **kw: Any) -> None:
+        self.witness.logger.warning(json.dumps({"event": "http", "warning": msg % args}))
+
+    error = warning
+    info = warning
 
 
 def _check_prefix(prefix: str, what: str) -> str:
@@ -896,6 +1077,7 @@ def make_app(
     status_endpoints: bool = True,
     logger: logging.Logger | None = None,
     worker: int | None = None,
+    limits: Limits | None = None,
 ) -> web.Application:
     """The witness's aiohttp application (see the module docstring for what it serves).
 
@@ -905,8 +1087,10 @@ def make_app(
     often an unknown monitoring hash reloads the log list; ``status_endpoints=False`` hides
     ``/`` and ``/metrics``; ``logger`` receives the JSON request lines (default: the
     ``witness.server`` logger); ``worker`` labels every ``/metrics`` sample ``worker="N"``
-    (one of several server processes: :mod:`witness.serving`). The caller owns ``state`` (and
-    closes it).
+    (one of several server processes: :mod:`witness.serving`); ``limits`` are the connection
+    limits (:class:`~witness.connections.Limits`), enforced by the sites of
+    :mod:`witness.serving` through ``app[GUARD_KEY]`` (a test client that bypasses them still
+    gets the body budget). The caller owns ``state`` (and closes it).
 
     Requires: at least one signer, every signer named ``name`` with a distinct key, of type
     0x04 or 0x06; prefixes ``""`` or ``/path`` without a trailing slash; ``max_body`` > 0 and
@@ -941,9 +1125,26 @@ def make_app(
         clock=clock,
         config_ttl=config_ttl,
         logger=logger or logging.getLogger(LOGGER_NAME),
+        limits=(limits or Limits()).check(),
         worker=worker,
     )
     app = web.Application(middlewares=[witness.middleware], client_max_size=max_body)
+    app[GUARD_KEY] = witness.guard
+    app[RUNNER_OPTIONS_KEY] = {
+        # aiohttp's own keep-alive close (armed at connect and after each response, it
+        # closes a connection still waiting for a whole request) only backs up the guard's
+        # idle and header deadlines: it must never fire before them.
+        "keepalive_timeout": witness.guard.limits.idle_timeout
+        + witness.guard.limits.header_timeout
+        + 1.0,
+        # A witness request has a handful of short headers; these bound the parser's memory.
+        "max_line_size": _MAX_HEADER_LINE,
+        "max_field_size": _MAX_HEADER_LINE,
+        "max_headers": _MAX_HEADERS,
+        # Unread body bytes buffered per connection before aiohttp stops reading the socket.
+        "read_bufsize": _READ_BUFSIZE,
+        "logger": _ProtocolLog(witness),
+    }
 
     async def on_shutdown(_app: web.Application) -> None:
         # AppRunner.cleanup sends on_shutdown after closing the listening sockets and idle

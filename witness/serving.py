@@ -53,6 +53,8 @@ from aiohttp import web
 
 from tlog.errors import UsageError
 from witness.config import format_listen
+from witness.connections import GuardedSite
+from witness.server import GUARD_KEY, RUNNER_OPTIONS_KEY
 
 __all__ = ["AppFactory", "serve"]
 
@@ -136,8 +138,14 @@ async def _serve_sites(
 ) -> None:
     app, close = factory(worker)
     try:
+        _raise_nofile(app[GUARD_KEY].limits.max_connections, logger)
         # access_log=None: the application logs its own JSON line per request.
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=shutdown_timeout,
+            **app.get(RUNNER_OPTIONS_KEY, {}),
+        )
         await runner.setup()
         try:
             for site in make_sites(runner):
@@ -176,7 +184,9 @@ async def _serve_one(
         factory,
         None,
         shutdown_timeout,
-        lambda runner: [web.TCPSite(runner, host, port)],
+        lambda runner: [
+            GuardedSite(runner, sock, runner.app[GUARD_KEY]) for sock in _listen_all(host, port)
+        ],
         started,
         logger,
         {"event": "stop"},
@@ -223,6 +233,57 @@ def _bound(family: int, sockaddr: Any, *, listen: bool, reuse_port: bool = True)
         sock.close()
         raise
     return sock
+
+
+def _listen_all(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address of ``host`` (one process); with port 0, one port
+    for all."""
+    socks: list[socket.socket] = []
+    try:
+        for family, resolved in _addresses(host, port):
+            sockaddr = resolved
+            if port == 0 and socks:
+                sockaddr = (resolved[0], socks[0].getsockname()[1], *resolved[2:])
+            try:
+                socks.append(_bound(family, sockaddr, listen=True, reuse_port=False))
+            except OSError as e:
+                raise _cannot_listen(format_listen(host, port), e) from None
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+_NOFILE_MARGIN = 256  # descriptors beyond the connections: listening sockets, state, logs
+
+
+def _raise_nofile(max_connections: int, logger: logging.Logger) -> None:
+    """Raise this process's soft RLIMIT_NOFILE towards ``max_connections`` + a margin (up to
+    the hard limit); log a warning when even the hard limit is lower: the connection cap would
+    then never be reached, and clients past the descriptor limit would be reset instead."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+    except ImportError:  # pragma: no cover
+        return
+    need = max_connections + _NOFILE_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < need:
+        logger.warning(
+            json.dumps(
+                {
+                    "event": "nofile-limit",
+                    "limit": soft,
+                    "max_connections": max_connections,
+                    "advice": f"raise LimitNOFILE to at least {need}",
+                }
+            )
+        )
 
 
 def _reserve(host: str, port: int) -> list[socket.socket]:
@@ -283,7 +344,8 @@ def _worker(
         s.close()
 
     def sites(runner: web.AppRunner) -> list[web.BaseSite]:
-        return [web.SockSite(runner, _bound(f, a, listen=True)) for f, a in addresses]
+        guard = runner.app[GUARD_KEY]
+        return [GuardedSite(runner, _bound(f, a, listen=True), guard) for f, a in addresses]
 
     def started(runner: web.AppRunner) -> None:
         logger.info(json.dumps({"event": "worker-start", "worker": index, "pid": os.getpid()}))

@@ -101,6 +101,11 @@ class SQLiteDialect(Dialect):
             os.close(fd)
 
     def connect(self) -> Any:
+        if self.create:
+            # The state is the witness's to read: 0600 whatever the umask. SQLite gives the
+            # -wal and -shm files the database file's mode, so creating it first is enough.
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         quoted = urllib.parse.quote(os.path.abspath(self.path))
         conn = sqlite3.connect(
             f"file:{quoted}?mode={'rwc' if self.create else 'rw'}",

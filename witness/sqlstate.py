@@ -128,8 +128,9 @@ from witness.state import Cosigned, Evidence, LogConfig, WitnessState
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-"""Version of the schema, recorded in ``witness_meta``; a state of another version is refused."""
+SCHEMA_VERSION = 2
+"""Version of the schema, recorded in ``witness_meta``. A state of version 1 is upgraded when
+opened (:data:`_UPGRADES`); a state of any other version is refused."""
 
 MAX_ATTEMPTS = 5
 """How many times a transaction runs when it keeps failing with a retryable error."""
@@ -142,6 +143,12 @@ MAX_VKEY_BYTES = 2048
 
 MAX_REASON_CHARS = 1024
 """Longest evidence reason, in characters."""
+
+MAX_EVIDENCE_PER_LOG = 64
+"""Evidence rows kept per log: beyond, a proven split view is logged, not kept."""
+
+MAX_EVIDENCE_BYTES_PER_LOG = 32 << 20
+"""Bytes of evidence (request and stored note) kept per log: beyond, not kept."""
 
 LOG_KEY_TYPES = (TYPE_ED25519, TYPE_SUBTREE_V1)
 """Key types a log signs checkpoints with: Ed25519 (0x01) and ML-DSA-44 subtree/v1 (0x06)."""
@@ -199,8 +206,9 @@ def check_origin(origin: object) -> str:
     return origin
 
 
-def _lookup_origin(origin: object) -> bool:
-    """True when ``origin`` could be configured; UsageError when it is not even a str."""
+def could_be_configured(origin: object) -> bool:
+    """True when ``origin`` could be configured; UsageError when it is not even a str. The
+    server asks before any lookup or cache, so that an origin no log can have costs nothing."""
     try:
         check_origin(origin)
     except MalformedError:
@@ -554,14 +562,27 @@ _DDL = (
         reason TEXT NOT NULL,
         request {blob} NOT NULL,
         stored_note {blob},
-        received_at BIGINT NOT NULL)""",
+        received_at BIGINT NOT NULL,
+        proves {blob})""",
     "CREATE INDEX IF NOT EXISTS evidence_by_origin ON evidence (origin, id)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS evidence_proves ON evidence (origin, proves)",
     """CREATE TABLE IF NOT EXISTS quota (
         origin {key} NOT NULL REFERENCES logs (origin),
         day BIGINT NOT NULL,
         count BIGINT NOT NULL,
         PRIMARY KEY (origin, day))""",
 )
+
+
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    # 1 -> 2: evidence names what it proves, once per log (rows of version 1 keep NULL, which
+    # a unique index never compares equal).
+    1: (
+        "ALTER TABLE evidence ADD COLUMN proves {blob}",
+        "CREATE UNIQUE INDEX IF NOT EXISTS evidence_proves ON evidence (origin, proves)",
+    ),
+}
+"""Statements that take a state from version N to N + 1, run in one write transaction."""
 
 
 def schema(types: dict[str, str]) -> list[str]:
@@ -589,12 +610,16 @@ class SQLState(WitnessState):
         self._where = where or dialect.name
         self._session = Session(dialect)
         try:
-            self._session.transact(create, self._initialise if create else self._check_schema)
+            version = self._session.transact(
+                create, self._initialise if create else self._check_schema
+            )
+            if version != SCHEMA_VERSION:
+                self._session.transact(True, self._upgrade)
         except BaseException:
             self._session.close()
             raise
 
-    def _initialise(self, tx: Tx) -> None:
+    def _initialise(self, tx: Tx) -> int:
         tx.dialect.init_lock(tx)
         for stmt in schema(tx.dialect.types):
             tx.execute(stmt)
@@ -603,9 +628,20 @@ class SQLState(WitnessState):
             " ON CONFLICT (singleton) DO NOTHING",
             (SCHEMA_VERSION,),
         )
-        self._check_schema(tx)
+        return self._check_schema(tx)
 
-    def _check_schema(self, tx: Tx) -> None:
+    def _upgrade(self, tx: Tx) -> None:
+        """Bring an older state to :data:`SCHEMA_VERSION`, in one write transaction (a
+        concurrent upgrader waits for the write lock, then finds nothing to do)."""
+        version = self._check_schema(tx)
+        while version < SCHEMA_VERSION:
+            for stmt in _UPGRADES[version]:
+                tx.execute(stmt.format(**tx.dialect.types))
+            version += 1
+        tx.execute("UPDATE witness_meta SET schema_version = ? WHERE singleton = 1", (version,))
+
+    def _check_schema(self, tx: Tx) -> int:
+        """The state's schema version: this code's, or one it upgrades (UsageError else)."""
         row = tx.one(tx.dialect.schema_exists_sql)
         missing = f"{self._where}: no witness state here (create it first)"
         if row is None or not row[0]:
@@ -613,11 +649,12 @@ class SQLState(WitnessState):
         meta = tx.one("SELECT schema_version FROM witness_meta WHERE singleton = 1")
         if meta is None:
             raise UsageError(missing)
-        if meta[0] != SCHEMA_VERSION:
+        if meta[0] != SCHEMA_VERSION and meta[0] not in _UPGRADES:
             raise UsageError(
                 f"{self._where}: the witness state's schema version is {meta[0]!r}, this code"
                 f" reads {SCHEMA_VERSION}"
             )
+        return int(meta[0])
 
     def _write(self, fn: Callable[[Tx], T]) -> T:
         return self._session.transact(True, fn)
@@ -694,7 +731,7 @@ class SQLState(WitnessState):
         self._update_log(origin, "qpd", _check_qpd(qpd))
 
     def log(self, origin: str) -> LogConfig | None:
-        if not _lookup_origin(origin):
+        if not could_be_configured(origin):
             return None
 
         def work(tx: Tx) -> LogConfig | None:
@@ -712,7 +749,7 @@ class SQLState(WitnessState):
     # --- checkpoints ----------------------------------------------------------------------
 
     def latest(self, origin: str) -> Cosigned | None:
-        if not _lookup_origin(origin):
+        if not could_be_configured(origin):
             return None
         row = self._read(
             lambda tx: tx.one(
@@ -754,10 +791,20 @@ class SQLState(WitnessState):
     # --- evidence -----------------------------------------------------------------------------
 
     def add_evidence(
-        self, origin: str, reason: str, request: bytes, stored_note: bytes | None, at: int
-    ) -> int:
-        """Keep evidence for a configured log (UsageError otherwise); returns its ID. The
-        reason is 1-1024 characters without control characters."""
+        self,
+        origin: str,
+        reason: str,
+        request: bytes,
+        stored_note: bytes | None,
+        at: int,
+        *,
+        proves: bytes | None = None,
+    ) -> int | None:
+        """Keep evidence for a configured log (UsageError otherwise); returns its ID, or None
+        when it was not kept: a row of the log already ``proves`` the same (non-None) thing,
+        or the log's evidence is at :data:`MAX_EVIDENCE_PER_LOG` rows or would pass
+        :data:`MAX_EVIDENCE_BYTES_PER_LOG` bytes. The reason is 1-1024 characters without
+        control characters; ``proves`` is 1-64 bytes."""
         check_origin(origin)
         if not isinstance(reason, str) or not 1 <= len(reason) <= MAX_REASON_CHARS:
             raise UsageError(f"an evidence reason is a str of 1-{MAX_REASON_CHARS} characters")
@@ -768,18 +815,36 @@ class SQLState(WitnessState):
         if stored_note is not None and not isinstance(stored_note, bytes):
             raise UsageError("the stored note is bytes or None")
         _check_int(at, "the evidence time", 0)
+        if proves is not None and (not isinstance(proves, bytes) or not 1 <= len(proves) <= 64):
+            raise UsageError("what evidence proves is 1-64 bytes or None")
+        size = len(request) + (0 if stored_note is None else len(stored_note))
 
-        def work(tx: Tx) -> int:
-            try:
-                row = tx.one(
-                    "INSERT INTO evidence (origin, reason, request, stored_note, received_at)"
-                    " VALUES (?, ?, ?, ?, ?) RETURNING id",
-                    (origin, reason, request, stored_note, at),
-                )
-            except tx.dialect.driver_errors as e:
-                if tx.dialect.foreign_key(e):
-                    raise _not_configured(origin) from None
-                raise
+        def work(tx: Tx) -> int | None:
+            # The log's row, locked: evidence of one log is counted and added one writer at a
+            # time (PostgreSQL; SQLite's writers are serialised anyway).
+            locked = f"SELECT 1 FROM logs WHERE origin = ?{tx.dialect.lock_suffix}"  # noqa: S608
+            if tx.one(locked, (origin,)) is None:
+                raise _not_configured(origin)
+            if proves is not None and tx.one(
+                "SELECT 1 FROM evidence WHERE origin = ? AND proves = ?", (origin, proves)
+            ):
+                return None
+            used = tx.one(
+                "SELECT COUNT(*), COALESCE(SUM(LENGTH(request) + COALESCE(LENGTH(stored_note), 0)),"
+                " 0) FROM evidence WHERE origin = ?",
+                (origin,),
+            )
+            assert used is not None
+            if (
+                int(used[0]) >= MAX_EVIDENCE_PER_LOG
+                or int(used[1]) + size > MAX_EVIDENCE_BYTES_PER_LOG
+            ):
+                return None
+            row = tx.one(
+                "INSERT INTO evidence (origin, reason, request, stored_note, received_at, proves)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (origin, reason, request, stored_note, at, proves),
+            )
             assert row is not None
             return _stored_int(row[0], "evidence ID", 1)
 
@@ -792,7 +857,7 @@ class SQLState(WitnessState):
         params: tuple[Any, ...]
         if origin is None:
             sql, params = f"{columns} ORDER BY id DESC LIMIT ?", (limit,)
-        elif not _lookup_origin(origin):
+        elif not could_be_configured(origin):
             return []
         else:
             sql = f"{columns} WHERE origin = ? ORDER BY id DESC LIMIT ?"
@@ -1074,6 +1139,8 @@ def _parse_cosigned(
 __all__ = [
     "LOG_KEY_TYPES",
     "MAX_ATTEMPTS",
+    "MAX_EVIDENCE_BYTES_PER_LOG",
+    "MAX_EVIDENCE_PER_LOG",
     "MAX_ORIGIN_BYTES",
     "MAX_REASON_CHARS",
     "MAX_VKEY_BYTES",
@@ -1089,6 +1156,7 @@ __all__ = [
     "Tx",
     "check_log_vkey",
     "check_origin",
+    "could_be_configured",
     "format_state",
     "parse_state",
     "schema",

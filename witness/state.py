@@ -12,8 +12,11 @@ What is kept, per origin (compared as exact UTF-8 bytes):
   with one it cosigned before. Disabling keeps the state and refuses new checkpoints;
 * the latest cosigned checkpoint: size, root and the **full note** (the log's verified
   signature lines plus this witness's cosignature lines), which the monitoring endpoint serves;
-* evidence: a validly signed checkpoint that conflicts with the stored one is kept with the
-  whole request body, the reason and the time, so the operator can prove the split view.
+* evidence: a request whose validly signed checkpoint *proves* a split view against the stored
+  one (same size and another root; or a consistency proof that leads to the request's root
+  from another root at the stored size) is kept with the whole request body, the stored note,
+  the reason and the time, once per thing proved and within a bound per log (count and bytes),
+  so the operator can show the split view to anyone.
 
 The one write that matters is :meth:`WitnessState.compare_and_swap`: it replaces the stored
 checkpoint only if the stored (size, root) is still the one the caller checked against, in a
@@ -132,9 +135,19 @@ class WitnessState(abc.ABC):
 
     @abc.abstractmethod
     def add_evidence(
-        self, origin: str, reason: str, request: bytes, stored_note: bytes | None, at: int
-    ) -> int:
-        """Keep a conflicting, validly signed request; returns its evidence ID."""
+        self,
+        origin: str,
+        reason: str,
+        request: bytes,
+        stored_note: bytes | None,
+        at: int,
+        *,
+        proves: bytes | None = None,
+    ) -> int | None:
+        """Keep a request that proves a split view against ``stored_note``; returns its
+        evidence ID, or None when not kept: the log already has evidence that ``proves`` the
+        same thing (a digest of what it proves; None: never a duplicate), or its evidence is
+        at the per-log bound (count and bytes)."""
 
     @abc.abstractmethod
     def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
