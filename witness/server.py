@@ -518,6 +518,7 @@ class _Witness:
         self.commits = _GroupCommit(state)
         self.origins: dict[str, str] = {}  # origin hash -> origin (monitoring)
         self.origins_loaded = -math.inf
+        self.origins_reload: asyncio.Future[None] | None = None  # a reload in flight
         self.metrics = _Metrics(worker)
         self.guard = ConnectionGuard(limits, self.connection_closed)
         self.bodies = BodyBudget(limits.max_body_memory)
@@ -949,10 +950,15 @@ class _Witness:
     async def monitoring(self, request: web.Request) -> web.Response:
         digest = request.match_info["hash"]
         origin = self.origins.get(digest)
-        if origin is None and time.monotonic() - self.origins_loaded >= self.config_ttl:
-            self.origins_loaded = time.monotonic()
-            logs = await self.call(self.state.logs)
-            self.origins.update({origin_hash(c.origin): c.origin for c in logs})
+        if origin is None:
+            reload = self.origins_reload
+            if reload is None and time.monotonic() - self.origins_loaded >= self.config_ttl:
+                self.origins_loaded = time.monotonic()
+                reload = self.origins_reload = asyncio.ensure_future(self.load_origins())
+            if reload is not None:
+                # A miss while the list is being reloaded waits for that reload (shielded:
+                # a client that goes away must not cancel it for the others).
+                await asyncio.shield(reload)
             origin = self.origins.get(digest)
         if origin is None:
             raise web.HTTPNotFound(text="unknown log\n")
@@ -962,6 +968,13 @@ class _Witness:
             raise web.HTTPNotFound(text="this witness never cosigned that log\n")
         request[_INFO]["size"] = stored.size
         return web.Response(body=stored.note, headers={"Content-Type": TEXT_CONTENT_TYPE})
+
+    async def load_origins(self) -> None:
+        try:
+            logs = await self.call(self.state.logs)
+            self.origins.update({origin_hash(c.origin): c.origin for c in logs})
+        finally:
+            self.origins_reload = None
 
     async def status_page(self, request: web.Request) -> web.Response:
         logs = await self.call(self.state.logs)
