@@ -525,6 +525,47 @@ def test_init_writes_go_format_keys_mode_0600_and_never_overwrites(tmp_path: Pat
     assert {p: Path(p).read_bytes() for p in before} == before
 
 
+def test_init_creates_the_state_0600_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        ok("init", "--name", WITNESS, "--dir", str(tmp_path / "w"))
+        db = str(tmp_path / "w" / "witness.db")
+        ok("add-log", ORIGIN, "--key", Log().vkey, "--db", db)  # a write: -wal and -shm exist
+    finally:
+        os.umask(old)
+    for name in os.listdir(tmp_path / "w"):
+        mode = stat.S_IMODE(os.stat(tmp_path / "w" / name).st_mode)
+        assert mode == 0o600, (name, oct(mode))
+
+
+def test_serve_connection_limits_from_file_and_flags(tmp_path: Path) -> None:
+    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "w"))
+    config = tmp_path / "w" / "witness.toml"
+    defaults = check_settings("--config", str(config))
+    assert defaults["idle_timeout"] == ["5"] and defaults["header_timeout"] == ["10"]
+    assert defaults["request_timeout"] == ["60"] and defaults["max_header_bytes"] == ["16384"]
+    assert defaults["max_connections"] == ["1024"]
+    assert defaults["max_connections_per_address"] == ["128"]
+    assert defaults["max_body_memory"] == ["67108864"]
+    text = config.read_text().replace("max_connections = 1024", "max_connections = 10")
+    config.write_text(text.replace("idle_timeout = 5", "idle_timeout = 0.5"))
+    got = check_settings("--config", str(config), "--header-timeout", "2.5")
+    assert got["max_connections"] == ["10"] and got["idle_timeout"] == ["0.5"]
+    assert got["header_timeout"] == ["2.5"]
+    for setting, value, needle in [
+        ("max_connections", "0", "max_connections must be at least 1"),
+        ("idle_timeout", "0", "idle_timeout must be a finite number of seconds > 0"),
+        ("max_body_memory", '"64M"', "max_body_memory must be an integer, not a string"),
+        ("header_timeout", "true", "header_timeout must be a number, not a boolean"),
+    ]:
+        config.write_text(f"{setting} = {value}\n")
+        assert needle in fails(2, "serve", "--check", "--config", str(config))
+    config.write_text("")
+    assert "--max-connections" in fails(
+        2, "serve", "--check", "--config", str(config), "--max-connections", "0"
+    )
+
+
 def test_init_config_names_an_outside_db_absolutely(tmp_path: Path) -> None:
     db = tmp_path / "elsewhere" / "state.db"
     db.parent.mkdir()

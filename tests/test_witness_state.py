@@ -1071,6 +1071,75 @@ def test_other_schema_version_refused(backend: Any, opener: Opener) -> None:
         opener()
 
 
+def test_a_version_1_state_is_upgraded_and_keeps_its_evidence(backend: Any, opener: Opener) -> None:
+    """A state written before evidence named what it proves (schema 1) is upgraded when
+    opened, even read-only by ``serve``: the column and the unique index are added, old rows
+    stay (with nothing proved named, so never a duplicate), and new rows dedupe."""
+    s = opener()
+    s.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    for stmt in (
+        "DROP INDEX evidence_proves",
+        "ALTER TABLE evidence DROP COLUMN proves",
+        "UPDATE witness_meta SET schema_version = 1",
+    ):
+        _raw_execute(backend, stmt)
+    blob = "X'78'" if backend.db is not None else "'\\x78'::bytea"
+    _raw_execute(
+        backend,
+        "INSERT INTO evidence (origin, reason, request, stored_note, received_at)"
+        f" VALUES ('{ORIGIN}', 'from version 1', {blob}, NULL, {T0})",
+    )
+    for _ in range(2):  # the second open finds nothing to do
+        s2 = opener(create=False)
+    [old] = s2.evidence(ORIGIN)
+    assert old.reason == "from version 1"
+    first = s2.add_evidence(ORIGIN, "fork", b"r", None, T0, proves=b"p" * 32)
+    assert first is not None
+    assert s2.add_evidence(ORIGIN, "fork", b"r2", None, T0, proves=b"p" * 32) is None
+    assert len(s2.evidence(ORIGIN)) == 2
+
+
+def test_evidence_is_kept_once_per_thing_proved_and_bounded_per_log(state: WitnessState) -> None:
+    from witness.sqlstate import MAX_EVIDENCE_BYTES_PER_LOG, MAX_EVIDENCE_PER_LOG
+
+    state.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    state.add_log(OTHER, (LOG_KEY.vkey(),))
+    one = state.add_evidence(ORIGIN, "fork", b"req", None, T0, proves=b"\x01" * 32)
+    assert one is not None
+    assert state.add_evidence(ORIGIN, "fork again", b"req2", None, T0, proves=b"\x01" * 32) is None
+    # The same thing proved for another log is that log's own evidence.
+    assert state.add_evidence(OTHER, "fork", b"req", None, T0, proves=b"\x01" * 32) is not None
+    # The count bound: rows beyond it are not kept, whatever they prove.
+    for i in range(1, MAX_EVIDENCE_PER_LOG):
+        assert state.add_evidence(ORIGIN, "f", b"r", None, T0, proves=b"%d" % i) is not None
+    assert state.add_evidence(ORIGIN, "f", b"r", None, T0, proves=b"past the count") is None
+    assert len(state.evidence(ORIGIN, 1000)) == MAX_EVIDENCE_PER_LOG
+    # The byte bound, on another log: a row that would pass it is not kept.
+    half = b"x" * (MAX_EVIDENCE_BYTES_PER_LOG // 2)
+    assert state.add_evidence(OTHER, "big", half, None, T0, proves=b"big 1") is not None
+    assert state.add_evidence(OTHER, "big", half, b"y", T0, proves=b"big 2") is None
+    assert state.add_evidence(OTHER, "small", b"z", None, T0, proves=b"small") is not None
+    with pytest.raises(UsageError, match="1-64 bytes"):
+        state.add_evidence(ORIGIN, "f", b"r", None, T0, proves=b"")
+
+
+def test_evidence_of_one_fork_from_racing_handles_is_one_row(opener: Opener) -> None:
+    """Several handles (processes, on PostgreSQL) keep the same proven fork at once: one row."""
+    first = opener()
+    first.add_log(ORIGIN, (LOG_KEY.vkey(),))
+    handles = [opener(create=False) for _ in range(4)]
+    barrier = threading.Barrier(8)
+    got: list[int | None] = []
+
+    def keep(i: int) -> None:
+        barrier.wait(30)
+        got.append(handles[i % 4].add_evidence(ORIGIN, "fork", b"req", None, T0, proves=b"f" * 32))
+
+    run_threads(8, keep)
+    assert sum(1 for g in got if g is not None) == 1
+    assert len(first.evidence(ORIGIN)) == 1
+
+
 # --- commit verdicts and retries ----------------------------------------------------------------
 
 

@@ -739,6 +739,10 @@ def _flag(setting: str) -> str:
     return "--" + setting.replace("_", "-")
 
 
+def _limit_text(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _parse_limit(key: str, text: str) -> float | int:
     """A connection limit's flag value: seconds (> 0) or a count (>= 1)."""
     if key in LIMIT_SECONDS:
@@ -815,7 +819,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             ("status_endpoints", "true" if s.status_endpoints else "false"),
             ("shutdown_timeout", f"{s.shutdown_timeout:g}"),
             ("workers", str(s.workers)),
-            *((key, f"{getattr(s.limits, key):g}") for key in (*LIMIT_SECONDS, *LIMIT_COUNTS)),
+            *(
+                (key, _limit_text(getattr(s.limits, key)))
+                for key in (*LIMIT_SECONDS, *LIMIT_COUNTS)
+            ),
             *(("vkey", v) for v in vkeys),
         ]
         write_stdout("".join(f"{k} {v}\n" for k, v in lines))
@@ -1149,7 +1156,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             _flag(key),
             metavar="S" if key in LIMIT_SECONDS else "N",
-            help=f"default {getattr(DEFAULT_LIMITS, key):g}",
+            help=f"default {_limit_text(getattr(DEFAULT_LIMITS, key))}",
         )
     p.add_argument(
         "--workers",
