@@ -740,6 +740,14 @@ def test_a_real_fork_is_kept_exactly_once(target: Target, order: str) -> None:
     theirs = open_checkpoint(e.request.split(b"\n\n", 1)[1], [a.verifier]).checkpoint
     assert mine.size == theirs.size == 9 and mine.root != theirs.root
     no_5xx(t)
+    # The same with the commands of the operator guide.
+    ev = third_party_files(t, e.id)
+    cps = [
+        json.loads(tool("tlog", "open", "--checkpoint", "--json", "--vkey", a.vkey, str(ev / n)))
+        for n in ("stored.note", "submitted.note")
+    ]
+    assert cps[0]["checkpoint"]["size"] == cps[1]["checkpoint"]["size"] == 9
+    assert cps[0]["checkpoint"]["root"] != cps[1]["checkpoint"]["root"]
 
 
 def test_proven_inconsistency_is_kept_once(target: Target) -> None:
@@ -756,3 +764,46 @@ def test_proven_inconsistency_is_kept_once(target: Target) -> None:
     kept = [e for e in t.evidence() if e.origin == a.origin]
     assert len(kept) == 1 and kept[0].request == bad
     no_5xx(t)
+    # The operator guide's third-party check, as written there, with nothing but the CLIs.
+    ev = third_party_files(t, kept[0].id)
+    m = re.fullmatch(
+        r"the consistency proof from size 5 to 10 leads to the request's root from root"
+        r" (\S+) at size 5",
+        kept[0].reason,
+    )
+    assert m is not None, kept[0].reason
+    stored = tool(
+        "tlog", "open", "--checkpoint", "--json", "--vkey", a.vkey, str(ev / "stored.note")
+    )
+    submitted = tool(
+        "tlog", "open", "--checkpoint", "--json", "--vkey", a.vkey, str(ev / "submitted.note")
+    )
+    stored_cp, submitted_cp = json.loads(stored)["checkpoint"], json.loads(submitted)["checkpoint"]
+    assert stored_cp["size"] == 5 and submitted_cp["size"] == 10
+    assert m.group(1) != stored_cp["root"]
+    assert tool(
+        "tlog", "check", "consistency", "--old", "5", "--old-root", m.group(1),
+        "--size", "10", "--root", submitted_cp["root"], str(ev / "proof.txt"),
+    ) == b"ok\n"  # fmt: skip
+
+
+def tool(cli: str, *args: str) -> bytes:
+    """Run ``tlog`` or ``tlog-witness`` as a user would (exit 0 expected); its stdout."""
+    module = {"tlog": "tlog.cli", "tlog-witness": "witness.cli"}[cli]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], check=False, capture_output=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def third_party_files(t: Target, evidence_id: int) -> Path:
+    where = ["--db", t.db] if t.db else ["--postgres", str(t.postgres)]
+    out = t.stderr.parent / f"ev-{evidence_id}"
+    listed = tool("tlog-witness", "evidence", *where, "--show", str(evidence_id), "--out", str(out))
+    assert listed.decode().split() == [
+        str(out / n) for n in ("request", "submitted.note", "proof.txt", "stored.note")
+    ]
+    return out

@@ -450,26 +450,33 @@ def proves_inconsistency(
     old: int, size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> bool:
     """True when ``proof`` shows that the tree (``size``, ``new_root``) does NOT extend
-    (``old``, ``old_root``): it is a well-formed RFC 9162 consistency proof whose hashes fold
-    to ``new_root`` exactly, and to a root other than ``old_root`` at size ``old``.
+    (``old``, ``old_root``): :func:`proven_prefix_root` gives a root other than ``old_root``."""
+    prefix = proven_prefix_root(old, size, new_root, proof)
+    return prefix is not None and prefix != old_root
 
-    Folding to ``new_root`` binds the proof's hashes to that tree (a collision of SHA-256
-    aside), so the root it gives at ``old`` is the tree's own prefix root: a third party holding
-    both signed checkpoints and the proof can check the fork by themselves. A proof that does
-    not fold to ``new_root`` proves nothing (anyone can write junk hashes), and when ``old`` is
-    a power of two the proof carries no old root of its own (RFC 9162 prepends ``old_root``),
-    so it can never prove an inconsistency there: False. Requires 0 < ``old`` < ``size``.
+
+def proven_prefix_root(
+    old: int, size: int, new_root: bytes, proof: Sequence[bytes]
+) -> bytes | None:
+    """The root at size ``old`` of the tree (``size``, ``new_root``), as ``proof`` proves it;
+    None when it proves none.
+
+    ``proof`` proves one when it is a well-formed RFC 9162 consistency proof from ``old`` to
+    ``size`` whose hashes fold to ``new_root`` exactly: that binds them to the tree (a
+    collision of SHA-256 aside), so the root they give at ``old`` is the tree's own prefix root.
+    A third party can then check it with :func:`verify_consistency` (``tlog check
+    consistency``) from that root. When ``old`` is a power of two the proof carries no root
+    of its own for ``old`` (RFC 9162 prepends the verifier's old root): None. None too unless
+    0 < ``old`` < ``size``.
     """
-    if not 0 < old < size or size > MAX_INT63:
-        return False
-    if len(old_root) != HASH_SIZE or len(new_root) != HASH_SIZE:
-        return False
+    if not 0 < old < size or size > MAX_INT63 or len(new_root) != HASH_SIZE:
+        return None
     if old & (old - 1) == 0 or len(proof) != consistency_proof_size(old, size):
-        return False
+        return None
     if any(len(h) != HASH_SIZE for h in proof):
-        return False
-    fr, sr = _consistency_roots(old, size, old_root, proof)
-    return sr == new_root and fr != old_root
+        return None
+    fr, sr = _consistency_roots(old, size, b"", proof)
+    return fr if sr == new_root else None
 
 
 def _consistency_roots(

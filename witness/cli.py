@@ -102,6 +102,7 @@ from tlog.encoding import MAX_INT63, b64encode
 from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.keys import TYPE_NAMES, SignerKey, generate_key
 from tlog.note import check_key_name
+from tlog.witnessproto import AddCheckpointRequest
 from witness.config import (
     CONFIG_FILE,
     DB_FILE,
@@ -569,11 +570,15 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
             found = [e for e in state.evidence(origin, MAX_INT63) if e.id == wanted]
         if not found:
             raise UsageError(f"no evidence {wanted}" + (f" for {_quote(origin)}" if origin else ""))
-        if args.json:
+        if args.out is not None:
+            _evidence_files(found[0], _nonempty(args.out, "--out"))
+        elif args.json:
             _write_json_line(_evidence_json(found[0]))
         else:
             write_stdout(found[0].request)
         return EXIT_OK
+    if args.out is not None:
+        raise UsageError("--out needs --show ID")
     limit = decimal_arg(args.limit, "--limit", 1)
     with _open(args) as state:
         items = state.evidence(origin, limit)
@@ -584,6 +589,27 @@ def _cmd_evidence(args: argparse.Namespace) -> int:
             "".join(f"{e.id} {_time(e.received_at)} {_quote(e.origin)} {e.reason}\n" for e in items)
         )
     return EXIT_OK
+
+
+def _evidence_files(e: Evidence, out: str) -> None:
+    """The parts of an evidence row as files in ``out`` (created if missing): what a third
+    party needs to check the fork with ``tlog open`` and ``tlog check consistency``."""
+    req = AddCheckpointRequest.parse(e.request)
+    parts = {
+        "request": e.request,
+        "submitted.note": req.checkpoint,
+        "proof.txt": b"".join(b64encode(h).encode() + b"\n" for h in req.proof),
+    }
+    if e.stored_note is not None:
+        parts["stored.note"] = e.stored_note
+    try:
+        os.makedirs(out, mode=0o700, exist_ok=True)
+        for name, data in parts.items():
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(data)
+    except OSError as err:
+        raise UsageError(f"--out {out}: {err.strerror or err}") from None
+    write_stdout("".join(f"{os.path.join(out, name)}\n" for name in parts))
 
 
 def _cmd_export_state(args: argparse.Namespace) -> int:
@@ -956,15 +982,19 @@ examples:
 """
 
 _EPILOG_EVIDENCE = f"""\
-Lists the kept evidence of split views -- validly signed checkpoints that conflicted with the
-cosigned state (same size and another root, or a failing consistency proof) -- newest first:
-'ID TIME ORIGIN REASON'. --show ID prints that request's raw body byte for byte (the signed
-checkpoint is its proof); --json prints objects (JSON Lines) with the request and the stored
-note in base64.
+Lists the kept evidence of split views -- requests whose checkpoint, signed by the log, proves
+a fork against the checkpoint the witness holds (two roots for one size, or a consistency proof
+that leads to the request's root from another root at the stored size) -- newest first:
+'ID TIME ORIGIN REASON'. --show ID prints that request's raw body byte for byte; with --out DIR
+it writes the request, its signed note (submitted.note), its proof (proof.txt) and the
+witness's stored note (stored.note) as files, for 'tlog open' and 'tlog check consistency'
+(see the operator guide, "Evidence"); --json prints objects (JSON Lines) with the request and
+the stored note in base64.
 
 examples:
   {PROG} evidence --origin example.com/log
   {PROG} evidence --show 3 > evidence-3.txt
+  {PROG} evidence --show 3 --out evidence-3
 """
 
 _EPILOG_EXPORT = f"""\
@@ -1125,6 +1155,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--show", metavar="ID", help="print that evidence's raw request")
     p.add_argument("--json", action="store_true", help="print JSON Lines")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="with --show: write its parts to DIR (request, submitted.note, proof.txt,"
+        " stored.note) for a third party to check",
+    )
 
     p = _add_parser(
         verbs, "export-state", "write the state to a file", _EPILOG_EXPORT, _cmd_export_state

@@ -69,12 +69,22 @@ second, and Ed25519 is deterministic), durable already: no signing, no write. La
 stored note is replaced, through the same compare-and-swap, with one carrying new
 cosignatures (and the resubmitted text's extension lines, if they differ).
 
-**Evidence.** A validly signed checkpoint that contradicts the stored one — same size and a
-different root, or a consistency proof from the stored tree that fails — is kept with
-:meth:`WitnessState.add_evidence` (in a thread) and answered 422; it is never cosigned. A 409
-is the normal resynchronisation path and is not evidence, except when the checkpoint has the
-stored size and another root, which alone proves a fork. Failing to store evidence is logged;
-the client still gets its 422.
+**Evidence.** Only what proves a split view by itself is kept (:meth:`_Witness.keep_if_proven`,
+:meth:`WitnessState.add_evidence` in a thread): a checkpoint validly signed by the log that has
+the stored size and another root (on the 422 path, or a 409 that carries one), or whose
+consistency proof from the stored size folds exactly to its own root from another root at the
+stored size (:func:`tlog.merkle.proven_prefix_root`; the reason names that root, so a third
+party can check the proof with ``tlog check consistency``). A proof that fails otherwise is the
+submitter's error: 422, nothing kept. Each row names what it proves, so a fork resent any number
+of times is kept once, and each log's evidence is bounded (count and bytes, see
+:mod:`witness.sqlstate`). Failing to store evidence is logged; the client still gets its 422.
+
+**Connections.** Served through :mod:`witness.serving`, every connection passes a
+:class:`~witness.connections.ConnectionGuard` (idle, header and request deadlines; caps per
+process and per client address); the middleware tells it when a request starts and ends.
+Request bodies are read within a byte budget (``max_body_memory``). Origins no log can have
+(longer than 512 bytes, control characters) are answered 404 before any lookup or cache, and
+every cache is bounded in bytes.
 
 **sign-subtree** (tlog-witness, optional). Body, every line ending in LF::
 
@@ -100,7 +110,10 @@ origin map is cached and refreshed on a miss at most every ``config_ttl`` second
 
 **Logs and metrics.** Each request logs one JSON object on the ``witness.server`` logger
 (endpoint, method, status, duration in ms, and when known origin, old, size, start, end,
-error); unexpected exceptions log their traceback and answer 500 with a generic body. A client
+error; a client's value such as the origin cut to 512 characters); unexpected exceptions log
+their traceback and answer 500 with a generic body. A request aiohttp cannot parse is one line
+(endpoint ``http``, status, client) through :class:`_ProtocolLog`, never a traceback; a
+connection refused or cut by the guard with an answer is one line (endpoint ``connection``). A client
 that disconnects before the answer is logged and counted with status 499 (error ``client
 disconnected``); so is a request that the server cuts off when it stops (still running after
 ``shutdown_timeout``; error ``server stopping``). Neither gets a response.
@@ -139,6 +152,7 @@ from tlog.cosignature import (
     SubtreeV1Signer,
     timestamp_of,
 )
+from tlog.encoding import b64encode
 from tlog.errors import (
     MalformedError,
     ProofError,
@@ -148,7 +162,7 @@ from tlog.errors import (
     VerificationError,
 )
 from tlog.keys import format_vkey, parse_vkey, verifier_for
-from tlog.merkle import proves_inconsistency, verify_subtree_consistency
+from tlog.merkle import proven_prefix_root, verify_subtree_consistency
 from tlog.note import Signature, Verifier, check_key_name, format_note, open_note
 from tlog.witnessproto import (
     MAX_REQUEST_SIZE,
@@ -784,19 +798,23 @@ class _Witness:
         Both notes carry valid signatures of the log's trusted keys (the request's was just
         opened with them; the stored one was, when it was accepted). Then either they name
         one size with two roots, or the request's consistency proof folds exactly to its own
-        root from another root at the stored size (:func:`tlog.merkle.proves_inconsistency`).
+        root from another root at the stored size (:func:`tlog.merkle.proven_prefix_root`).
         ``proves`` names that fork, so resending it (in either order, to any worker) adds
         nothing."""
         if cp.size == stored.size and cp.root != stored.root:
             low, high = sorted((cp.root, stored.root))
             reason = f"two different roots for size {cp.size}"
             proves = hashlib.sha256(b"same size\n%d\n" % cp.size + low + high).digest()
-        elif req.old == stored.size < cp.size and proves_inconsistency(
-            stored.size, cp.size, stored.root, cp.root, req.proof
+        elif (
+            req.old == stored.size < cp.size
+            and (prefix := proven_prefix_root(stored.size, cp.size, cp.root, req.proof)) is not None
+            and prefix != stored.root
         ):
+            # The root the proof gives is in the reason: with it, anyone can check the proof
+            # (tlog check consistency --old-root <it>) and see it is not the stored root.
             reason = (
                 f"the consistency proof from size {stored.size} to {cp.size} leads to the"
-                f" request's root from another root at size {stored.size}"
+                f" request's root from root {b64encode(prefix)} at size {stored.size}"
             )
             proves = hashlib.sha256(
                 b"inconsistent\n%d\n%d\n" % (stored.size, cp.size) + stored.root + cp.root
