@@ -113,8 +113,8 @@ origin map is cached and refreshed on a miss at most every ``config_ttl`` second
 error; a client's value such as the origin cut to 512 characters); unexpected exceptions log
 their traceback and answer 500 with a generic body. A request aiohttp cannot parse is one line
 (endpoint ``http``, status, client) through :class:`_ProtocolLog`, never a traceback; a
-connection refused or cut by the guard with an answer is one line (endpoint ``connection``). A client
-that disconnects before the answer is logged and counted with status 499 (error ``client
+connection refused or cut by the guard with an answer is one line (endpoint ``connection``).
+A client that disconnects before the answer is logged and counted with status 499 (error ``client
 disconnected``); so is a request that the server cuts off when it stops (still running after
 ``shutdown_timeout``; error ``server stopping``). Neither gets a response.
 
