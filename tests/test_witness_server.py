@@ -1917,8 +1917,9 @@ def test_configuration_read_at_most_every_config_ttl(backend: Backend) -> None:
 
 
 def test_quota_429_retry_after(backend: Backend) -> None:
-    """qpd counts authenticated requests per UTC day; past it, 429 with Retry-After = the
-    seconds to the next UTC midnight. Unauthenticated requests do not use the quota."""
+    """qpd counts, per UTC day, the requests that move the log on; past it, 429 with
+    Retry-After = the seconds to the next UTC midnight. Unauthenticated requests, resends of
+    the stored checkpoint (anyone can replay the public one), 409s and 422s do not use it."""
 
     async def t(env: Env) -> None:
         log = env.add(Log().grow(6), qpd=2)
@@ -1926,13 +1927,19 @@ def test_quota_429_retry_after(backend: Backend) -> None:
         for _ in range(3):
             assert (await env.post(impostor.request(0, 1))).status == 403
         assert (await env.post(log.request(0, 1))).status == 200
-        assert (await env.post(log.request(0, 2))).status == 409  # a resync counts
-        r = await env.post(log.request(1, 2))
+        for _ in range(5):
+            assert (await env.post(log.request(1, 1))).status == 200  # resends: free
+            assert (await env.post(log.request(0, 2))).status == 409  # resyncs: free
+            bad = log.request(1, 3, proof=[leaf("junk", 0)] * len(log.proof(1, 3)))
+            assert (await env.post(bad)).status == 422  # refusals: free
+        assert (await env.post(log.request(1, 2))).status == 200
+        r = await env.post(log.request(2, 3))
         assert r.status == 429
         assert r.headers["Retry-After"] == str(86400 - T0 % 86400)
         assert b"quota of 2 requests per day" in r.body
+        assert (await env.post(log.request(2, 2))).status == 200  # a resend still answers
         env.clock.now = (T0 // 86400 + 1) * 86400  # the next UTC day
-        assert (await env.post(log.request(1, 2))).status == 200
+        assert (await env.post(log.request(2, 3))).status == 200
 
     run(t, backend=backend)
 

@@ -11,12 +11,23 @@ phase      when                                                   at the deadlin
 =========  =====================================================  =============================
 idle       no request in progress and no byte of the next one     closed (``idle_timeout``)
            (a new connection starts here)
-headers    bytes of a request arrived, its header block is not    408, then closed
-           complete yet; more than ``max_header_bytes`` of them:  (``header_timeout``,
-           431 at once                                            counted from the first byte)
-request    the header block is complete, until the response has   closed, the handler cancelled
-           been handed to aiohttp                                 (``request_timeout``)
+headers    bytes of a request arrived (blank lines before a       408, then closed
+           request line do not count: HTTP skips them), its       (``header_timeout``,
+           header block is not complete yet; a block of more      counted from the first byte)
+           than ``max_header_bytes``: 431 at once
+waiting    the header block is complete, the application has not  closed (the same deadline as
+           taken the request yet (aiohttp answers some requests   the headers phase)
+           itself: a 400, a 417)
+request    the application took the request, until it handed      closed, the handler cancelled
+           the response to aiohttp                                (``request_timeout``)
+linger     the response is handed over, the request's body was    closed (``idle_timeout``)
+           not read whole (a 413, a body sent to a GET): its
+           bytes still arrive and are not a new request
 =========  =====================================================  =============================
+
+Only a connection in the request phase is busy: every other one may be evicted (below), so a
+client can hold a connection only by sending requests the application handles, each within
+``request_timeout``.
 
 Caps, checked when a connection is accepted, before aiohttp sees it:
 
@@ -63,7 +74,7 @@ __all__ = [
 OnClose = Callable[[str, int | None, str, float], None]
 """``on_close(reason, status or None, client address, seconds the connection lived)``."""
 
-_IDLE, _HEADERS, _REQUEST = 0, 1, 2
+_IDLE, _HEADERS, _WAITING, _REQUEST, _LINGER = range(5)
 _REASONS = {
     408: b"Request Timeout",
     429: b"Too Many Requests",
@@ -112,6 +123,7 @@ class _Conn(asyncio.Protocol):
         self.since = 0.0  # when the phase's clock started
         self.opened = 0.0
         self.header_bytes = 0
+        self.started = False  # a byte other than CR and LF arrived in the headers phase
         self.tail = b""  # the last bytes seen in the headers phase (a terminator may straddle)
         self.responses = 0  # requests handed to the application (a response may be on the wire)
         self.timer: asyncio.TimerHandle | None = None
@@ -146,23 +158,34 @@ class _Conn(asyncio.Protocol):
         if self.phase == _IDLE:
             self.to_phase(_HEADERS)
             self.header_bytes = 0
+            self.started = False
             self.tail = b""
-        if self.phase == _HEADERS:
-            window = self.tail + data
-            end = _header_end(window)
-            if end < 0:
-                self.header_bytes += len(data)
-                if self.header_bytes > self.guard.limits.max_header_bytes:
-                    self.refuse(
-                        "header_too_large",
-                        431,
-                        f"request headers larger than {self.guard.limits.max_header_bytes} bytes",
-                    )
-                    return
-                self.tail = window[-2:]
-            else:
-                self.to_phase(_REQUEST)
+        if self.phase == _HEADERS and not self.headers(data):
+            return
         self.inner.data_received(data)
+
+    def headers(self, data: bytes) -> bool:
+        """Account for ``data`` received in the headers phase; False when the connection was
+        refused for it (431)."""
+        start = 0
+        if not self.started:
+            # HTTP/1.1 servers skip empty lines before a request line (RFC 9112 §2.2), and so
+            # does aiohttp: they are not the end of a header block.
+            start = len(data) - len(data.lstrip(b"\r\n"))
+            self.started = start < len(data)
+        window = self.tail + data[start:]
+        end = _header_end(window) if self.started else -1
+        used = len(data) if end < 0 else start + end - len(self.tail)
+        self.header_bytes += used
+        limit = self.guard.limits.max_header_bytes
+        if self.header_bytes > limit:
+            self.refuse("header_too_large", 431, f"request headers larger than {limit} bytes")
+            return False
+        if end < 0:
+            self.tail = window[-2:]
+        else:
+            self.to_phase(_WAITING)
+        return True
 
     def eof_received(self) -> bool | None:
         if not self.admitted:
@@ -195,25 +218,25 @@ class _Conn(asyncio.Protocol):
         self.phase = phase
         self.since = now
         limits = guard.limits
-        if phase == _IDLE:
-            deadline = limits.idle_timeout
-            guard.evictable[self] = None
-            guard.evictable.move_to_end(self)
-        elif phase == _HEADERS:
-            deadline = limits.header_timeout
-            guard.evictable[self] = None
-            guard.evictable.move_to_end(self)
-        else:
+        if phase == _WAITING:
+            return  # the headers phase's deadline and place among the evictable stay
+        if phase == _REQUEST:
             deadline = limits.request_timeout
             guard.evictable.pop(self, None)
+        else:
+            deadline = limits.header_timeout if phase == _HEADERS else limits.idle_timeout
+            guard.evictable[self] = None
+            guard.evictable.move_to_end(self)
         if self.timer is not None:
             self.timer.cancel()
         self.timer = guard.loop.call_at(now + deadline, self.expire)
 
     def expire(self) -> None:
         self.timer = None
-        if self.phase == _IDLE:
+        if self.phase in (_IDLE, _LINGER):
             self.close("idle")
+        elif self.phase == _WAITING:
+            self.close("header_timeout")  # aiohttp may have answered it itself: no 408
         elif self.phase == _HEADERS:
             seconds = self.guard.limits.header_timeout
             self.refuse(
@@ -228,10 +251,11 @@ class _Conn(asyncio.Protocol):
         if self.phase != _REQUEST:
             self.to_phase(_REQUEST)
 
-    def request_done(self) -> None:
-        """The application answered; the next request may come (keep-alive)."""
+    def request_done(self, body_read: bool) -> None:
+        """The application answered; the next request may come (keep-alive). ``body_read``:
+        the request's body was read to its end (else its bytes may still arrive)."""
         if self.closing_reason is None and self.phase == _REQUEST:
-            self.to_phase(_IDLE)
+            self.to_phase(_IDLE if body_read else _LINGER)
 
     def refuse(self, reason: str, status: int, text: str) -> None:
         """Answer ``status`` (when nothing was sent on the connection yet) and close."""
@@ -255,14 +279,15 @@ class _Conn(asyncio.Protocol):
 
 
 def _header_end(window: bytes) -> int:
-    """Where the header block ends in ``window`` (an empty line: LF CR LF or LF LF), or -1."""
+    """Where the header block ends in ``window`` (just past its empty line: LF CR LF or LF
+    LF), or -1. Requires: ``window`` starts inside a request (no leading empty lines)."""
     a = window.find(b"\n\r\n")
     b = window.find(b"\n\n")
     if a < 0:
-        return b
-    if b < 0:
-        return a
-    return min(a, b)
+        return -1 if b < 0 else b + 2
+    if b < 0 or a < b:
+        return a + 3
+    return b + 2
 
 
 class ConnectionGuard:
@@ -369,10 +394,11 @@ class GuardedSite(web.BaseSite):
 
 
 class BodyBudget:
-    """At most ``limit`` bytes of request bodies read at once in this process.
+    """At most ``limit`` bytes of request bodies held at once in this process.
 
-    :meth:`reserve` waits until the bytes fit (a request larger than the limit waits for the
-    whole budget). Not FIFO: a small request passes a large one that waits.
+    A reader reserves the bytes it has received before it keeps them (:meth:`reserve` waits
+    until they fit), so a client holds budget only for bytes it actually sent. Not FIFO: a
+    small reservation passes a large one that waits.
     """
 
     def __init__(self, limit: int) -> None:

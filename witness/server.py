@@ -36,8 +36,12 @@ the one mapping in :mod:`witness.errors`.
    is remembered (a bounded cache, notes up to 16 KiB): a client re-submitting its checkpoint
    does not cost a signature verification each time.
 5. ``old`` > size, 400; ``old 0`` with proof lines, 422.
-6. The log's requests-per-day quota (``qpd``), counted per UTC day among authenticated
-   requests only: over it, 429 with ``Retry-After`` = seconds to the next UTC midnight.
+6. (Decided under the lock of step 7, once the request is known to move the log on.) The
+   log's requests-per-day quota (``qpd``), counted per UTC day among requests that would
+   advance the log (a larger size, or its first checkpoint): over it, 429 with
+   ``Retry-After`` = seconds to the next UTC midnight. Resends of the stored checkpoint, 409s
+   and refusals do not count: anyone can replay the public checkpoint, and must not spend the
+   log's quota that way.
 7. Under the origin's :class:`asyncio.Lock` (one per origin, in this process), against the
    stored checkpoint: ``old`` not the stored size (0 when none): 409, body ``N`` LF,
    ``Content-Type: text/x.tlog.size`` exactly; then ``old`` = size needs an empty proof and
@@ -599,7 +603,7 @@ class _Witness:
             return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
         finally:
             if conn is not None:
-                conn.request_done()
+                conn.request_done(request.content.is_eof())
             seconds = time.perf_counter() - started
             self.metrics.observe(endpoint, status, seconds)
             info["status"] = status
@@ -651,15 +655,14 @@ class _Witness:
                     raise RequestTooLargeError(self.max_body)
                 return body
             async with asyncio.timeout(self.read_timeout):
-                # Room for the body first (the declared length; the cap when chunked): bodies
-                # read at once stay within max_body_memory. Waiting counts in the deadline.
-                reserved = await self.bodies.reserve(
-                    self.max_body if declared is None else declared
-                )
+                # Each chunk is reserved before it is kept: the bodies held at once stay
+                # within max_body_memory, and a client holds budget only for bytes it sent.
+                # Waiting counts in the deadline.
                 while chunk := await content.readany():
                     total += len(chunk)
                     if total > self.max_body:
                         raise RequestTooLargeError(self.max_body)
+                    reserved += await self.bodies.reserve(len(chunk))
                     chunks.append(chunk)
         except TimeoutError:
             raise RequestTimeoutError(self.read_timeout) from None
@@ -886,13 +889,18 @@ class _Witness:
                 f"no signer of this witness can cosign origin {origin[:80]!r} "
                 "(ML-DSA-44 subtree/v1 names origins of at most 255 bytes)"
             )
-        await self.check_quota(config)
-
         lock = self.locks.setdefault(origin, asyncio.Lock())
+        counted = False
         async with lock:
             kept = await self.stored(origin)
             for _ in range(_MAX_SWAPS):
                 entry = await self.accepting(kept, req, cp, body)
+                if not counted and (entry.stored is None or cp.size > entry.stored.size):
+                    # Only a checkpoint that moves the log on uses its quota: a resend of the
+                    # stored one, a 409 or a 422 costs little, and anyone can replay the public
+                    # checkpoint, which must not spend the log's quota for it.
+                    counted = True
+                    await self.check_quota(config)
                 ts = max(int(self.clock()), entry.floor)
                 if ts <= 0:
                     raise UsageError("the clock reads a time at or before 1970: refusing to cosign")
@@ -1058,6 +1066,14 @@ class _ProtocolLog:
         self.witness = witness
 
     def _report(self, msg: str, args: tuple[Any, ...], exc: object) -> bool:
+        if isinstance(exc, web.RequestPayloadError):
+            # aiohttp reads the rest of an unread body after the response (to keep the
+            # connection), and the body did not decode: the client's bytes, answered already.
+            cause = exc.__cause__ or exc.__context__ or exc
+            self.witness.logger.info(
+                json.dumps({"event": "bad-body-after-response", "error": str(cause)[:200]})
+            )
+            return True
         if isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):
             client = str(args[0]) if args else ""
             error = (exc.message or type(exc).__name__).splitlines()[0][:200]
@@ -1143,6 +1159,11 @@ def make_app(
         seen.add((s.name, s.key_id))
     if max_body <= 0 or read_timeout <= 0:
         raise UsageError("max_body and read_timeout must be positive")
+    if limits is not None and limits.max_body_memory < max_body:
+        raise UsageError(
+            f"max_body_memory ({limits.max_body_memory}) must be at least max_body ({max_body}):"
+            " one request's body must fit"
+        )
     sub = _check_prefix(submission_prefix, "submission prefix")
     mon = _check_prefix(monitoring_prefix, "monitoring prefix")
     witness = _Witness(
