@@ -926,7 +926,7 @@ def journals(draw: st.DrawFn) -> tuple[ExportHeader, list[bytes], list[Run]]:
                             | st.dictionaries(st.text(max_size=4), c, max_size=3)
                         ),
                         max_leaves=6,
-                    )
+                    ).filter(lambda v: v is not None)  # "data": null is refused: data left out
                 ),
             }
             for _ in range(count)

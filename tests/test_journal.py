@@ -241,7 +241,8 @@ def bodies(draw: st.DrawFn) -> Body:
         kind=draw(KINDS),
         case=draw(st.none() | IDS),
         effect_key=draw(st.none() | st.text(key_chars, min_size=1, max_size=12)),
-        data=draw(JSON_VALUES) if has_data else None,
+        # "data": null is refused (optional fields are absent): data is left out instead.
+        data=draw(JSON_VALUES.filter(lambda v: v is not None)) if has_data else None,
         has_data=has_data,
     )
 
@@ -485,7 +486,9 @@ def _b(data: bytes, **fields: bytes) -> bytes:
 ACCEPTED, CONSERVATIVE, REFUSED = (True, True), (False, True), (False, False)
 TRICKY: list[tuple[bytes, tuple[bool, bool]]] = [
     (_b(b""), ACCEPTED),
-    (_b(b"null"), ACCEPTED),
+    (_b(b"null"), REFUSED),  # optional fields are absent, never null
+    (_b(b"[null]"), ACCEPTED),  # null inside data is a value
+    (_b(b'{"a":null}'), ACCEPTED),
     (_b(b'{"a":1,"\xc3\xa9":2,"\xef\xbf\xbf":3,"\xf0\x9f\x98\x80":4}'), ACCEPTED),
     (_b(b'{"\xf0\x9f\x98\x80":4,"\xef\xbf\xbf":3}'), REFUSED),  # UTF-16 order, not code point
     (_b(b'{"a":1,"a":1}'), REFUSED),
@@ -541,7 +544,12 @@ TRICKY: list[tuple[bytes, tuple[bool, bool]]] = [
     (_b(b'"x:-2E+3}"'), CONSERVATIVE),
     (_b(b'["[1.0,",1]'), CONSERVATIVE),
     (_b(b"[" * 63 + b"]" * 63), ACCEPTED),
-    (_b(b"[" * 64 + b"]" * 64), CONSERVATIVE),
+    (_b(b"[" * 64 + b"]" * 64), CONSERVATIVE),  # depth 64: the limit
+    (_b(b"[" * 64 + b"1" + b"]" * 64), CONSERVATIVE),
+    (_b(b"[" * 65 + b"]" * 65), REFUSED),  # depth 65, empty innermost: refused as well
+    (_b(b"[" * 63 + b"{}" + b"]" * 63), CONSERVATIVE),
+    (_b(b"[" * 64 + b"{}" + b"]" * 64), REFUSED),
+    (_b(b"[" * 65 + b"1" + b"]" * 65), REFUSED),
     (_b(b"[" * 66 + b"]" * 66), REFUSED),
     (_b(b'"' + b"x" * MAX_RECORD_SIZE + b'"'), REFUSED),
     (_b(b"", seq=b"2"), REFUSED),  # names record 2, not 1
@@ -616,6 +624,8 @@ C_EDGES: list[tuple[bytes, bool]] = [
     (_b(b"01"), False),
     (_b(b"1.0"), False),
     (_b(b"1e3"), False),
+    (_b(b"null"), False),  # "data":null is refused
+    (_b(b"[null]"), True),
     (_b(b"[" * 32 + b"]" * 32), True),
     (_b(b"[" * 33 + b"]" * 33), False),
     (_b(b'{"a\\"b":1}'), False),  # an escaped key

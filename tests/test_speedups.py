@@ -170,7 +170,8 @@ def run_lines(draw: st.DrawFn) -> tuple[bytes, int, bytes, int, int]:
     prev = GENESIS
     lines = []
     for seq in range(1, n + 1):
-        raw = Body(run, seq, draw(st.integers(1, 2**63 - 1)), "K", data=draw(DATA), has_data=True)
+        data = draw(DATA.filter(lambda v: v is not None))  # "data": null is refused
+        raw = Body(run, seq, draw(st.integers(1, 2**63 - 1)), "K", data=data, has_data=True)
         body = raw.encode()
         prev = hashlib.sha256(prev + body).digest()
         lines.append(b64encode(prev).encode() + b" " + body)

@@ -676,12 +676,16 @@ def test_append_one_record_with_every_field(db: str) -> None:
 def test_append_without_data_has_no_data_field(db: str) -> None:
     e = acquire(db)
     append(db, "r", e, "Bare")
-    append(db, "r", e, "Null", "--data", "null")
+    # Optional fields are absent, never null: --data null is refused, nothing is written.
+    assert "record data is null" in fails(
+        ["append", "r", "--db", db, "--epoch", str(e), "--kind", "Null", "--data", "null"], 2
+    )
+    append(db, "r", e, "Nulls", "--data", "[null]")
     bodies = [
         json.loads(line.split(b" ", 2)[2]) for line in ok(["read", "r", "--db", db]).splitlines()
     ]
     assert "data" not in bodies[0]
-    assert "data" in bodies[1] and bodies[1]["data"] is None
+    assert len(bodies) == 2 and bodies[1]["data"] == [None]
 
 
 @pytest.mark.parametrize(

@@ -163,7 +163,7 @@ def test_a_record_body_carries_what_was_appended(store: JournalStore) -> None:
                 "run-a", "EffectStarted", data={"n": 1, "s": "x"}, case="case-1", effect_key="k1"
             ),
             Append("run-a", "Marker"),
-            Append("run-a", "Marker", data=None),
+            Append("run-a", "Marker", data=[None]),
         ],
     )
     first, second, third = (r.body() for r in recs)
@@ -178,12 +178,18 @@ def test_a_record_body_carries_what_was_appended(store: JournalStore) -> None:
         has_data=True,
     )
     assert second == Body(run="run-a", seq=2, epoch=lease.epoch, kind="Marker")
-    assert third == Body(run="run-a", seq=3, epoch=lease.epoch, kind="Marker", has_data=True)
+    assert third == Body(
+        run="run-a", seq=3, epoch=lease.epoch, kind="Marker", data=[None], has_data=True
+    )
     # raw is the canonical encoding of the body: one record, one spelling.
     for r in recs:
         assert r.raw == r.body().encode()
     assert b'"data"' not in recs[1].raw
-    assert b'"data":null' in recs[2].raw
+    assert b'"data":[null]' in recs[2].raw
+    # "data": null is refused (optional fields are absent, never null), and nothing is written.
+    with pytest.raises(MalformedError, match="null"):
+        store.append(lease.epoch, [note("run-a"), Append("run-a", "Marker", data=None)])
+    assert store.head("run-a").seq == 3
 
 
 def test_a_sound_chain_verifies(store: JournalStore) -> None:

@@ -365,7 +365,8 @@ _JSON = st.recursive(
 _RECORD = st.tuples(
     st.booleans(),  # a new epoch (a hand-over) before this record
     st.booleans(),  # signed
-    st.one_of(st.just(None), _JSON.map(lambda v: [v])),  # data (absent, or present)
+    # data: absent, or present (never null: "data": null is refused)
+    st.one_of(st.just(None), _JSON.filter(lambda v: v is not None).map(lambda v: [v])),
     st.sampled_from([None, "case-1", "case:2"]),
 )
 _RUN = st.tuples(

@@ -49,7 +49,8 @@
  * epoch and kind present; v is 1; seq is the decimal of ``seq``; epoch a decimal without a
  * leading zero in 1..2**63-1; run the bytes of ``run``; kind and case match their patterns;
  * effect_key has no escape, 1..256 code points (strings here never hold a byte below 0x20);
- * data is any JSON value of the canonical spelling: objects with keys as above (no escape,
+ * data is any JSON value but null (optional fields are absent, never null) of the canonical
+ * spelling: objects with keys as above (no escape,
  * strictly increasing), arrays, strings of strictly valid UTF-8 with only the escapes
  * json.dumps(ensure_ascii=False) writes (\" \\ \b \f \n \r \t and lowercase \u00XX for the
  * other bytes below 0x20), integers of at most 15 digits (within +-(2**53 - 1); no "-0"),
@@ -354,6 +355,8 @@ static int body_ok(ptr p, ptr end, const char *run, Py_ssize_t run_len, unsigned
             if (!case_id(s, s_end)) return 0;
             break;
         case F_DATA:
+            /* "data":null is refused (optional fields are absent, never null). */
+            if (end - p >= 4 && memcmp(p, "null", 4) == 0) return 0;
             if (!value(&p, end, 0)) return 0;
             break;
         case F_EFFECT_KEY:

@@ -18,13 +18,16 @@ A *run* is an append-only chain of *records*. Record ``seq`` (1, 2, 3, … with 
  ``data``       any JSON  optional: the application's payload
 =============  ========  ==================================================================
 
-Optional fields are absent, never ``null``. Canonical JSON here means: UTF-8; object keys sorted
+Optional fields are absent, never ``null`` (``"data":null`` is refused: a record without data
+leaves ``data`` out). Canonical JSON here means: UTF-8; object keys sorted
 by Unicode code point, each once; no whitespace outside strings; strings escaped as Python's
 ``json.dumps(…, ensure_ascii=False)`` does (``\\"``, ``\\\\``, ``\\b \\f \\n \\r \\t``, other
 characters below U+0020 as ``\\u00XX`` with lowercase hex, everything else literal); integers
-in decimal within ±(2^53−1); no floating-point numbers, NaN or infinities. So ``raw`` never holds
-a byte below 0x20 — in particular no LF, which lets exports carry one record per line — and
-``encode(decode(raw)) == raw`` for every valid body: one record has one spelling.
+in decimal within ±(2^53−1); no floating-point numbers, NaN or infinities; ``data`` at most
+:data:`MAX_DEPTH` levels deep, where a scalar has depth 0 and an array or object 1 + the
+largest depth of its members (``[]`` and ``{}`` have depth 1, ``[[]]`` 2). So ``raw`` never
+holds a byte below 0x20 — in particular no LF, which lets exports carry one record per line —
+and ``encode(decode(raw)) == raw`` for every valid body: one record has one spelling.
 
 The chain::
 
@@ -72,6 +75,8 @@ MAX_SEQ = (1 << 63) - 1
 BODY_VERSION = 1
 KIND_EFFECT_STARTED = "EffectStarted"
 KIND_RUN_CONCLUDED = "RunConcluded"
+MAX_DEPTH = 64
+"""Deepest nesting of ``data``: a scalar has depth 0, an array or object 1 + its members'."""
 RECORD_SIGNATURE_CONTEXT = b"tlog-toolkit/record/v1\n"
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -132,9 +137,10 @@ def check_tenant(tenant: str) -> None:
 
 
 def _check_json(value: Any, where: str, depth: int = 0) -> None:
-    # Only the JSON values with exactly one canonical spelling.
-    if depth > 64:
-        raise MalformedError(f"{where} nests deeper than 64 levels")
+    # Only the JSON values with exactly one canonical spelling. ``depth`` is the number of
+    # containers around ``value``: a container there makes the whole value depth + 1 deep.
+    if depth >= MAX_DEPTH and isinstance(value, list | dict):
+        raise MalformedError(f"{where} nests deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool | str):
         return
     if isinstance(value, int):
@@ -271,6 +277,10 @@ class Body:
             check_effect_key(self.effect_key)
             obj["effect_key"] = self.effect_key
         if self.has_data:
+            if self.data is None:
+                raise MalformedError(
+                    "record data is null: leave data out (optional fields are absent, never null)"
+                )
             _check_json(self.data, "record data")
             obj["data"] = self.data
         # seq and epoch are bounded by 2^63-1, beyond the ±2^53 of data: encode them directly.
@@ -381,8 +391,9 @@ def orjson_body_names(raw: bytes, run: str, seq: int) -> bool:
     such number, nor one of 16 or more digits, stands as a value right after ``[ , :`` and
     right before ``, ] }`` (where every number value of the canonical encoding of an object
     stands) — so there is no float and every integer is within ±(2^53-1); orjson refuses NaN,
-    infinities and lone surrogate escapes; at most 64 ``{``/``[`` bytes, so nothing in ``data``
-    is deeper than 64 levels; the fields are checked as :meth:`Body.encode` checks them; and
+    infinities and lone surrogate escapes; at most 64 ``{``/``[`` bytes, the body's own
+    included, so ``data`` is at most 63 levels deep; ``data`` is not null; the other fields are
+    checked as :meth:`Body.encode` checks them; and
     the stdlib parser that ``decode_body`` uses reads the canonical bytes as the same value.
     """
     try:
@@ -406,6 +417,8 @@ def orjson_body_names(raw: bytes, run: str, seq: int) -> bool:
         if type(kind) is not str or not _KIND.fullmatch(kind):
             return False
         if "case" in obj and (type(obj["case"]) is not str or not _ID.fullmatch(obj["case"])):
+            return False
+        if "data" in obj and obj["data"] is None:
             return False
         if "effect_key" in obj:
             if type(obj["effect_key"]) is not str:
