@@ -123,7 +123,7 @@ def main() -> int:
                 my_size=size,
                 deadline=10,
             )
-            note = store.add_cosignatures(gathered.note)
+            note = store.add_cosignatures(gathered.note, witness_keys=[witness_vkey])
         finally:
             server.terminate()
             server.wait(10)

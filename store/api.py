@@ -32,6 +32,8 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
 * **Restore** (:mod:`store.export`): ``append`` may be given the records' signatures (the
   exported ones) instead of signing them, and ``import_checkpoint`` keeps an exported checkpoint
   note as is, once the rebuilt log gives its text.
+* **Kept checkpoints** hold only lines an export can carry: ``add_cosignatures`` verifies every
+  cosignature it keeps against the witness keys its caller declares.
 * **Cancellation requests** are unfenced; the first asker wins.
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
@@ -255,11 +257,13 @@ class JournalStore(abc.ABC):
         """Sign the current checkpoint with the log key, keep it, and return the note."""
 
     @abc.abstractmethod
-    def add_cosignatures(self, note: bytes) -> bytes:
+    def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes:
         """Merge the signature lines of a (cosigned) copy of a kept checkpoint into it.
 
-        The note's text must be that of a checkpoint this store signed; returns the merged
-        note as kept.
+        The note's text must be that of a checkpoint this store signed. Every line to keep that
+        is not the log's must be from one of ``witness_keys`` (vkeys of type 0x04 or 0x06; 0x01
+        is read as 0x04) and verify: a line that does not verify, or of any other key, is
+        refused and nothing is kept. Returns the merged note as kept.
         """
 
     @abc.abstractmethod

@@ -14,7 +14,7 @@ Verbs (every one takes the store options below)::
     tlog-store read RUN [--from SEQ] [--json]
     tlog-store verify [RUN ...] [--json]
     tlog-store checkpoint [--unsigned] [--json]
-    tlog-store publish [FILE]
+    tlog-store publish [FILE] [--witness-key VKEY]... [--witness-keys FILE]...
     tlog-store publish --witness URL=VKEY [--witness URL=VKEY]... [--policy FILE] [--timeout S]
     tlog-store published [--json]
     tlog-store prove RUN [--out FILE]
@@ -55,8 +55,9 @@ Exit status (:func:`main` is the one place that maps exceptions to statuses):
 
 ==  ===================================================================================
  0  success
- 1  verification failure: stored data, an export being restored or a proof does not verify
-    (CorruptError, tlog VerificationError, RestoreError), ``prove`` of a run that is not sealed
+ 1  verification failure: stored data, an export being restored, a proof or a cosignature
+    being published does not verify (CorruptError, tlog VerificationError, RestoreError),
+    ``prove`` of a run that is not sealed
  2  unusable input or usage: malformed data, bad arguments, unreadable file
     (MalformedError, UsageError, OSError, argparse errors)
  3  refused by the store's rules (FencedError, LeaseHeldError, LeaseNotHeldError,
@@ -636,10 +637,14 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     for flag, value in (("--policy", args.policy), ("--timeout", args.timeout)):
         if value is not None:
             raise UsageError(f"{flag} goes with --witness")
+    files = args.witness_keys
+    if sum(is_stdin(f) for f in [args.file, *files]) > 1:
+        raise UsageError("only one input can be standard input ('-')")
+    witness_keys = _vkey_args(args.witness_key, files, "witness")
     note = read_input(args.file, MAX_NOTE_SIZE)
     parse_note(note)  # refuse a malformed note here, with the note's own message
     with _open(args) as store:
-        write_stdout(store.add_cosignatures(note))
+        write_stdout(store.add_cosignatures(note, witness_keys=witness_keys))
     return EXIT_OK
 
 
@@ -659,6 +664,8 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
     from witness.client import WitnessClient, gather  # noqa: PLC0415
 
     specs = [_witness_spec(w) for w in args.witness]
+    if args.witness_key or args.witness_keys:
+        raise UsageError("--witness-key and --witness-keys go with FILE (--witness names its keys)")
     timeout = (
         DEFAULT_PUBLISH_TIMEOUT
         if args.timeout is None
@@ -695,7 +702,11 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
                 # Every cosignature that comes within the deadline is kept, not only a quorum.
                 stop_early=False,
             )
-            kept = store.add_cosignatures(result.note) if result.note != note else note
+            kept = (
+                store.add_cosignatures(result.note, witness_keys=[vkey for _, vkey in specs])
+                if result.note != note
+                else note
+            )
     finally:
         for c in clients:
             c.close()
@@ -857,8 +868,8 @@ store options (every verb):
 
 exit status:
   0  success
-  1  verification failure: stored data, an export being restored or a proof does not
-     verify, or 'prove' of a run that is not sealed
+  1  verification failure: stored data, an export being restored, a proof or a
+     cosignature being published does not verify, or 'prove' of a run that is not sealed
   2  unusable input or usage: malformed data, bad arguments, unreadable file
   3  refused by the store's rules: fenced epoch, lease held or not held, effect already
      started, run sealed
@@ -1009,7 +1020,12 @@ _EPILOG_PUBLISH = """\
 Two ways to get the kept checkpoints cosigned (so exports and proofs carry the cosignatures):
 
 With FILE (standard input if absent or -): a cosigned copy of a checkpoint this store signed.
-Its signature lines are merged into the kept checkpoint, and the merged note is printed.
+Its signature lines are merged into the kept checkpoint, and the merged note is printed. Every
+cosignature to keep must be from a witness declared with --witness-key VKEY (or --witness-keys
+FILE, one vkey per line; type 0x04 or 0x06, a 0x01 vkey read as 0x04) and must verify: a line
+that does not verify is refused (exit 1), a line of an undeclared key or a plain Ed25519 (0x01)
+signature -- which no export could carry -- is refused (exit 2); nothing is kept then. Lines
+already kept need no key.
 
 With --witness URL=VKEY (repeatable): signs the current checkpoint with the log key (as
 'checkpoint' does) and submits it to every witness in parallel over C2SP tlog-witness
@@ -1030,7 +1046,7 @@ proof bug or a fork).
 examples:
   tlog-store checkpoint > checkpoint
   tlog sign --key witness.key checkpoint > cosigned     # a cosignature/v1 key
-  tlog-store publish cosigned
+  tlog-store publish cosigned --witness-key "$(tlog vkey witness.key)"
   tlog-store publish --witness https://w1.example/=w1.example+1234abcd+BASE64... \\
       --witness https://w2.example/=w2.example+5678abcd+BASE64... --policy log.policy
 """
@@ -1204,6 +1220,20 @@ def build_parser() -> argparse.ArgumentParser:
         _EPILOG_PUBLISH, _cmd_publish, key=True, json_flag=False,
     )  # fmt: skip
     p.add_argument("file", nargs="?", metavar="FILE", help="cosigned note (default: stdin)")
+    p.add_argument(
+        "--witness-key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="with FILE: a witness whose cosignature may be kept (repeatable)",
+    )
+    p.add_argument(
+        "--witness-keys",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with FILE: witness vkeys, one per line (repeatable)",
+    )
     p.add_argument(
         "--witness",
         action="append",

@@ -196,8 +196,10 @@ def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]]) -> None:
                 raise UsageError(
                     f"the kept checkpoint of size {size} carries a signature line of "
                     f"{s.name}+{s.key_id:08x}, which is neither the log key nor a declared "
-                    "witness key: pass its vkey in witness_keys (the export format refuses "
-                    "lines of undeclared keys rather than drop them)"
+                    "witness key (the export format refuses lines of undeclared keys rather "
+                    "than drop them): if it is a witness's cosignature, declare its vkey "
+                    "(tlog-store export --witness-key VKEY); a plain Ed25519 (type 0x01) line, "
+                    "which no export can carry, was kept by a store older than its check"
                 )
 
 
@@ -244,7 +246,8 @@ def _write_run(
             if s is not None and (s.name, s.key_id) not in record_keys:
                 raise UsageError(
                     f"run {run} record {r.seq} is signed by {s.name}+{s.key_id:08x}, which is "
-                    "no declared record key: pass its vkey in record_keys"
+                    "no declared record key: declare its vkey (tlog-store export --record-key "
+                    "VKEY)"
                 )
             try:
                 w.record(r)

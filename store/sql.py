@@ -98,7 +98,9 @@ Decisions where the contract leaves room (also in the method docstrings):
 * ``add_cosignatures`` keeps at most one line per (key name, key ID): a line for a key that
   already has one in the kept note is dropped, so that the kept note can never hold two
   different lines for one key (which verifiers reject). A line under the log's own key name
-  must be the log's valid signature.
+  must be the log's valid signature. Every other line it keeps must be from a witness key the
+  caller declares and verify: the store never keeps a line an export could not carry (a plain
+  Ed25519 line, an undeclared key) or that does not verify.
 * ``append(..., signatures=…)`` (the restore path) stores the given signatures instead of the
   handle's: each None or a :class:`~tlog.journal.RecordSignature` with a valid key name, a
   32-bit key ID and 64 signature bytes (Ed25519), UsageError otherwise. They are not verified
@@ -148,15 +150,17 @@ from tlog.journal import (
     check_tenant,
     make_record,
 )
-from tlog.keys import SignerKey, format_vkey, parse_vkey
+from tlog.keys import SignerKey, cosigner_from_vkey, format_vkey, parse_vkey
 from tlog.note import (
     MAX_SIGNATURES,
     TYPE_ED25519,
     Ed25519Signer,
     Ed25519Verifier,
     Signature,
+    Verifier,
     add_signatures,
     check_key_name,
+    key_id,
     parse_note,
     sign_note,
 )
@@ -607,6 +611,39 @@ def _check_signatures(signatures: object, count: int) -> list[RecordSignature | 
         if not isinstance(s.sig, bytes) or len(s.sig) != RECORD_SIGNATURE_SIZE:
             raise UsageError(f"signature {i} is not {RECORD_SIGNATURE_SIZE} bytes")
     return list(signatures)
+
+
+def _witness_verifiers(witness_keys: Sequence[str]) -> dict[tuple[str, int], Verifier]:
+    """(key name, key ID) -> cosignature verifier, for the witness vkeys a caller declares."""
+    if isinstance(witness_keys, str | bytes) or not isinstance(witness_keys, Sequence):
+        raise UsageError("witness_keys is a sequence of vkeys")
+    out: dict[tuple[str, int], Verifier] = {}
+    for vkey in witness_keys:
+        if not isinstance(vkey, str):
+            raise UsageError(f"a witness key is a vkey string, not {type(vkey).__name__}")
+        try:
+            v = cosigner_from_vkey(vkey)
+        except MalformedError as e:
+            raise UsageError(f"witness key {vkey[:60]!r}: {e}") from None
+        out[(v.name, v.key_id)] = v
+    return out
+
+
+def _unkeepable(s: Signature, witness_keys: Sequence[str]) -> str:
+    """Why a signature line that is neither the log's nor a declared witness's is refused."""
+    for vkey in witness_keys:
+        v = parse_vkey(vkey)
+        if v.name == s.name and key_id(v.name, TYPE_ED25519, v.public_key) == s.key_id:
+            return (
+                f"the signature line of {s.name}+{s.key_id:08x} is a plain Ed25519 signature "
+                f"(type 0x01) by the key of witness {format_vkey(cosigner_from_vkey(vkey))}: a "
+                "witness must cosign with cosignature/v1 (type 0x04) or subtree/v1 (0x06); an "
+                "export could not carry this line, so it is not kept"
+            )
+    return (
+        f"the signature line of {s.name}+{s.key_id:08x} is from no declared witness key: "
+        "declare the witness's vkey (tlog-store publish --witness-key VKEY) to keep it"
+    )
 
 
 def _batch_run(batch: Sequence[Append]) -> str:
@@ -1402,17 +1439,24 @@ class SQLStore(JournalStore):
 
         return self._write(work)
 
-    def add_cosignatures(self, note: bytes) -> bytes:
+    def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes:
         """Merge the signature lines of ``note`` into the kept note with the same text.
 
         ``note`` must parse as a checkpoint of this log (MalformedError / UsageError) whose text
         equals a kept note's (UsageError otherwise). A line under the log's key name must be
         the log's valid signature (InvalidSignatureError, or UsageError for another key ID).
-        Cosignatures are *not* verified here (the caller, which knows the witness keys, did);
-        a key that already has a line in the kept note keeps it. Returns the note as kept.
+        ``witness_keys`` are the vkeys of the witnesses whose cosignatures may be kept (0x04 or
+        0x06; a 0x01 vkey is read as its cosignature/v1 form, :func:`tlog.keys.cosigner_from_vkey`).
+        Every other line that is not already in the kept note byte for byte must be from one of
+        them and verify (InvalidSignatureError); a line of any other key — a plain Ed25519
+        (0x01) signature of a witness key included, which no export could carry — is refused
+        (UsageError). So the kept note holds only lines an export can carry and that verify. A
+        key that already has a line in the kept note keeps it. Nothing is written when it
+        raises. Returns the note as kept.
         """
         if not isinstance(note, bytes):
             raise UsageError("a note is bytes")
+        witnesses = _witness_verifiers(witness_keys)
         text, sigs = parse_note(note)
         cp = Checkpoint.parse(text)
         if cp.origin != self._origin:
@@ -1420,13 +1464,17 @@ class SQLStore(JournalStore):
         log = self._log_verifier
         others: list[Signature] = []
         for s in sigs:
-            if s.name == log.name:
-                if s.key_id != log.key_id:
-                    raise UsageError(f"the note has a line for {s.name} from another key")
+            if s.name == log.name and s.key_id == log.key_id:
                 if not log.verify(text, s.sig):
                     raise InvalidSignatureError(s.name, s.key_id)
-            else:
-                others.append(s)
+                continue
+            w = witnesses.get((s.name, s.key_id))
+            if w is not None:
+                if not w.verify(text, s.sig):
+                    raise InvalidSignatureError(s.name, s.key_id)
+            elif s.name == log.name:
+                raise UsageError(f"the note has a line for {s.name} from another key")
+            others.append(s)
         tenant = self._tenant
 
         def work(tx: Tx) -> bytes:
@@ -1445,6 +1493,10 @@ class SQLStore(JournalStore):
             have = {(s.name, s.key_id) for s in kept_sigs}
             extra: list[Signature] = []
             for s in others:
+                if s in kept_sigs:
+                    continue  # kept already (verified when it was kept)
+                if (s.name, s.key_id) not in witnesses:
+                    raise UsageError(_unkeepable(s, witness_keys))
                 if (s.name, s.key_id) not in have:
                     have.add((s.name, s.key_id))
                     extra.append(s)

@@ -970,7 +970,7 @@ def test_prove_uses_the_newest_covering_checkpoint_with_cosignatures(db: str) ->
     witness = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1).signer()
     text, sigs = parse_note(note)
     cosigned = sign_note(text, [witness], sigs)
-    merged = ok(["publish", "--db", db], stdin=cosigned)
+    merged = ok(["publish", "--db", db, "--witness-key", witness_vkey(witness)], stdin=cosigned)
     assert merged == cosigned
     listed = ok(["published", "--db", db]).decode().splitlines()
     assert listed == [
@@ -1082,7 +1082,7 @@ def cosigned_store(db: str) -> tuple[Any, bytes]:
     witness = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1).signer()
     text, sigs = parse_note(note)
     cosigned = sign_note(text, [witness], sigs)
-    ok(["publish", "--db", db], stdin=cosigned)
+    ok(["publish", "--db", db, "--witness-key", witness_vkey(witness)], stdin=cosigned)
     return witness, cosigned
 
 

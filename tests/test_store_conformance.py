@@ -66,9 +66,17 @@ from tlog import merkle
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import MAX_INT63
-from tlog.errors import MalformedError, ProofError, TlogError, UnverifiedNoteError, UsageError
+from tlog.errors import (
+    InvalidSignatureError,
+    MalformedError,
+    ProofError,
+    TlogError,
+    UnverifiedNoteError,
+    UsageError,
+)
 from tlog.journal import GENESIS, MAX_RECORD_SIZE, Body, Record, chain_hash, verify_record_signature
-from tlog.note import Signature, add_signatures, open_note, parse_note, sign_note
+from tlog.keys import format_vkey
+from tlog.note import Ed25519Signer, Signature, add_signatures, open_note, parse_note, sign_note
 
 INVALID = (MalformedError, UsageError)
 """What a malformed argument raises (store/errors.py allows either)."""
@@ -946,15 +954,17 @@ def test_cosignatures_are_merged_into_the_kept_checkpoint(
     seal_run(store, "run-a")
     signed = store.sign_checkpoint()
     w1, w2 = witness("witness.example/w1", 7), witness("witness.example/w2", 9)
-    merged = store.add_cosignatures(cosign(signed, w1))
+    keys = [format_vkey(w1.verifier()), format_vkey(w2.verifier())]
+    merged = store.add_cosignatures(cosign(signed, w1), witness_keys=keys)
     log = stores.log_verifier()
     opened = open_note(merged, [log, w1.verifier()])
     assert {s.name for s in opened.sigs} == {log.name, w1.name}
     assert opened.text == parse_note(signed)[0]
     assert store.published() == [merged]
-    assert store.add_cosignatures(cosign(signed, w1)) == merged  # nothing new to merge
+    # Nothing new to merge (a line kept already needs no key).
+    assert store.add_cosignatures(cosign(signed, w1), witness_keys=[]) == merged
     # A second witness's copy (made from the original note) adds its line to the kept one.
-    merged2 = store.add_cosignatures(cosign(signed, w2))
+    merged2 = store.add_cosignatures(cosign(signed, w2), witness_keys=keys)
     opened2 = open_note(merged2, [log, w1.verifier(), w2.verifier()])
     assert {s.name for s in opened2.sigs} == {log.name, w1.name, w2.name}
     assert store.published() == [merged2]
@@ -973,8 +983,42 @@ def test_a_cosigned_copy_of_another_text_is_refused(
         # Even signed with the log key itself: the store keeps only what it signed.
         foreign = sign_note(text, [stores.log_signer(), w])
         with pytest.raises(TlogError):
-            store.add_cosignatures(foreign)
+            store.add_cosignatures(foreign, witness_keys=[format_vkey(w.verifier())])
     assert store.published() == [signed]
+
+
+def test_only_cosignatures_that_verify_under_a_declared_witness_are_kept(
+    store: JournalStore, stores: StoreFactory
+) -> None:
+    # The store never keeps a line an export could not carry, or one that does not verify.
+    seal_run(store, "run-a")
+    signed = store.sign_checkpoint()
+    text = parse_note(signed)[0]
+    w1 = witness("witness.example/w1", 7)
+    w1_vkey = format_vkey(w1.verifier())
+    good = cosign(signed, w1)
+    b64 = good[good.rindex("— witness.example/w1 ".encode()) :].split(b" ")[-1].rstrip(b"\n")
+    sig = base64.b64decode(b64)
+    for flip in (4, 12, len(sig) - 1):  # the timestamp, the signature's start and end
+        bad_sig = sig[:flip] + bytes([sig[flip] ^ 1]) + sig[flip + 1 :]
+        bad = good.replace(b64, base64.b64encode(bad_sig))
+        with pytest.raises(InvalidSignatureError):
+            store.add_cosignatures(bad, witness_keys=[w1_vkey])
+        assert store.published() == [signed]
+    # A line of a key nobody declared: refused, naming the flag that declares it.
+    with pytest.raises(UsageError, match="--witness-key"):
+        store.add_cosignatures(good, witness_keys=[])
+    # A plain Ed25519 (0x01) signature by the witness's key: no export could carry it.
+    plain = Ed25519Signer(w1.name, w1.seed)
+    for declared in (w1_vkey, format_vkey(plain.verifier())):  # the 0x04 or the 0x01 vkey
+        with pytest.raises(UsageError, match=r"plain Ed25519 signature \(type 0x01\)"):
+            store.add_cosignatures(
+                sign_note(text, [stores.log_signer(), plain]), witness_keys=[declared]
+            )
+    assert store.published() == [signed]
+    # The witness's 0x01 vkey is read as its cosignature/v1 key: the good line is kept.
+    merged = store.add_cosignatures(good, witness_keys=[format_vkey(plain.verifier())])
+    assert merged == good and store.published() == [good]
 
 
 # =============================================================================================

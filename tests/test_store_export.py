@@ -156,7 +156,7 @@ def cosign(store: JournalStore, note: bytes, *witnesses: CosignatureV1Signer) ->
     """Have ``witnesses`` cosign a kept note and merge their lines into it."""
     text, _ = parse_note(note)
     sigs = [Signature(w.name, w.key_id, w.sign(text)) for w in witnesses]
-    return store.add_cosignatures(add_signatures(note, sigs))
+    return store.add_cosignatures(add_signatures(note, sigs), witness_keys=WITNESS_VKEYS)
 
 
 def build_journal(signed: JournalStore, plain: JournalStore) -> None:

@@ -8,11 +8,15 @@ Covered: two witnesses cosign and the kept note opens with the log key and both 
 a second publish recovers through the 409 with a consistency proof; the same size twice; the
 empty log; the quorum (every witness without a policy; a tlog-policy file) and exit 1 with the
 note still kept; the alarm when a witness holds more than the log (a rollback); usage errors;
-``publish FILE`` still merging a cosigned copy.
+``publish FILE`` still merging a cosigned copy — and refusing (the store unchanged, its export
+still valid) a cosignature that does not verify, a line of an undeclared key and a plain
+Ed25519 line, which no export could carry.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +29,7 @@ from store.api import Append
 from store.open import open_store
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
+from tlog.export import verify_export
 from tlog.keys import generate_key, parse_vkey
 from tlog.note import Verifier, open_note, parse_note, sign_note
 
@@ -294,8 +299,76 @@ def test_publish_needs_the_log_key(servers: ServerThread, tmp_path: Path, db: st
 def test_publish_file_still_merges_a_cosigned_copy(db: str) -> None:
     seal(db, "a")
     note = ok(["checkpoint", "--db", db])
-    witness = generate_key("w9.example", TYPE_COSIGNATURE_V1).signer()
+    key = generate_key("w9.example", TYPE_COSIGNATURE_V1)
+    witness = key.signer()
     text, sigs = parse_note(note)
     cosigned = sign_note(text, [witness], sigs)
-    assert ok(["publish", "--db", db], stdin=cosigned) == cosigned
+    assert ok(["publish", "--db", db, "--witness-key", key.vkey()], stdin=cosigned) == cosigned
     assert kept_notes(db) == [cosigned]
+
+
+# --- publish FILE keeps only what verifies and what an export can carry --------------------------
+
+
+def _cosigned_copy(db: str, tmp_path: Path) -> tuple[bytes, bytes, str]:
+    """(kept note, a copy cosigned by witness w9, the witness's 0x04 vkey)."""
+    seal(db, "a", "b")
+    note = ok(["checkpoint", "--db", db])
+    key = generate_key("w9.example", TYPE_COSIGNATURE_V1, seed=bytes(range(32)))
+    text, sigs = parse_note(note)
+    return note, sign_note(text, [key.signer()], sigs), key.vkey()
+
+
+def _export_verifies(db: str, vkey: str) -> None:
+    data = ok(["export", "--db", db, "--witness-key", vkey])
+    verify_export(io.BytesIO(data), log_key=log_verifier_vkey(db))
+
+
+def log_verifier_vkey(db: str) -> str:
+    return ok(["vkey", "--db", db]).decode().strip()
+
+
+def test_publish_file_refuses_a_cosignature_that_does_not_verify(db: str, tmp_path: Path) -> None:
+    note, cosigned, vkey = _cosigned_copy(db, tmp_path)
+    line = cosigned[len(note) :]  # the witness's line
+    b64 = line.split(b" ")[-1].rstrip(b"\n")
+    raw = base64.b64decode(b64)
+    for i in (4, 9, 20, len(raw) - 1):  # in the timestamp and in the signature
+        flipped = base64.b64encode(raw[:i] + bytes([raw[i] ^ 1]) + raw[i + 1 :])
+        code, out, err = run(
+            ["publish", "--db", db, "--witness-key", vkey],
+            stdin=cosigned.replace(b64, flipped),
+        )
+        one_error(err, 1, code)
+        assert "invalid signature" in err and "w9.example" in err, err
+        assert out == b""
+        assert kept_notes(db) == [note]  # the store is unchanged
+        _export_verifies(db, vkey)  # and its export still verifies
+    # The good copy is kept, and the export with it verifies.
+    assert ok(["publish", "--db", db, "--witness-key", vkey], stdin=cosigned) == cosigned
+    _export_verifies(db, vkey)
+
+
+def test_publish_file_refuses_a_line_no_export_could_carry(db: str, tmp_path: Path) -> None:
+    note, cosigned, vkey = _cosigned_copy(db, tmp_path)
+    text, sigs = parse_note(note)
+    # No --witness-key: the line is of an undeclared key; the error names the flag.
+    code, _, err = run(["publish", "--db", db], stdin=cosigned)
+    assert "--witness-key" in one_error(err, 2, code)
+    # A plain Ed25519 (type 0x01) signature by the witness's key: refused even when its key
+    # is declared (as 0x01 or as 0x04), since an export carries witness lines of 0x04 or 0x06.
+    plain = generate_key("w9.example", seed=bytes(range(32)))
+    plain_copy = sign_note(text, [plain.signer()], sigs)
+    for declared in (vkey, plain.vkey()):
+        code, _, err = run(["publish", "--db", db, "--witness-key", declared], stdin=plain_copy)
+        assert "plain Ed25519 signature (type 0x01)" in one_error(err, 2, code)
+    assert kept_notes(db) == [note]
+    _export_verifies(db, vkey)
+    # The keys may come from a file; --witness-key goes with FILE only.
+    keys = tmp_path / "w.vkeys"
+    keys.write_text(vkey + "\n")
+    copy = tmp_path / "cosigned"
+    copy.write_bytes(cosigned)
+    assert ok(["publish", "--db", db, "--witness-keys", str(keys), str(copy)]) == cosigned
+    code, _, err = run(["publish", "--db", db, "--witness-key", vkey, *flags("http://x=" + vkey)])
+    assert "--witness-key and --witness-keys go with FILE" in one_error(err, 2, code)

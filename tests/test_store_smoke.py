@@ -36,7 +36,7 @@ from tlog.checkpoint import open_checkpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.errors import InvalidSignatureError, MalformedError, UsageError
 from tlog.journal import GENESIS, verify_record_signature
-from tlog.keys import SignerKey, generate_key
+from tlog.keys import SignerKey, format_vkey, generate_key
 from tlog.note import Ed25519Signer, Signature, format_note, parse_note, sign_note
 
 ORIGIN = "example.com/journal"
@@ -429,20 +429,26 @@ def test_cosignatures_are_merged_into_the_kept_note(env: Env, store: JournalStor
     text, sigs = parse_note(kept)
     witness = CosignatureV1Signer("witness.example", bytes([7] * 32), clock=lambda: T0)
     cosigned = sign_note(text, [witness], sigs)
-    merged = store.add_cosignatures(cosigned)
+    keys = [format_vkey(witness.verifier())]
+    merged = store.add_cosignatures(cosigned, witness_keys=keys)
     assert len(parse_note(merged)[1]) == 2 and store.published() == [merged]
-    assert store.add_cosignatures(cosigned) == merged  # idempotent
+    assert store.add_cosignatures(cosigned, witness_keys=keys) == merged  # idempotent
     later = CosignatureV1Signer("witness.example", bytes([7] * 32), clock=lambda: T0 + 1)
-    assert store.add_cosignatures(sign_note(text, [later])) == merged  # one line per key
+    # One line per key.
+    assert store.add_cosignatures(sign_note(text, [later]), witness_keys=keys) == merged
     with pytest.raises(UsageError):  # not a kept checkpoint
-        store.add_cosignatures(sign_note(text.replace(b"\n1\n", b"\n2\n"), [witness]))
+        store.add_cosignatures(
+            sign_note(text.replace(b"\n1\n", b"\n2\n"), [witness]), witness_keys=keys
+        )
     forged = sign_note(text, [Ed25519Signer(f"{ORIGIN}/default", bytes(32))])
     with pytest.raises(UsageError):  # the log's name under another key
-        store.add_cosignatures(forged)
+        store.add_cosignatures(forged, witness_keys=keys)
     (ours,) = sigs
     flipped = Signature(ours.name, ours.key_id, bytes([ours.sig[0] ^ 1]) + ours.sig[1:])
     with pytest.raises(InvalidSignatureError):
-        store.add_cosignatures(format_note(text, [flipped, *parse_note(merged)[1][1:]]))
+        store.add_cosignatures(
+            format_note(text, [flipped, *parse_note(merged)[1][1:]]), witness_keys=keys
+        )
 
 
 def test_a_second_root_for_one_size_is_corrupt(env: Env, store: JournalStore) -> None:

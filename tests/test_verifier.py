@@ -136,7 +136,8 @@ class Journal:
 def cosign(store: JournalStore, note: bytes, ts: int, *witnesses: CosignatureV1Signer) -> bytes:
     text, _ = parse_note(note)
     sigs = [Signature(w.name, w.key_id, w.sign_at(text, ts)) for w in witnesses]
-    return store.add_cosignatures(add_signatures(note, sigs))
+    keys = [format_vkey(w.verifier()) for w in witnesses]
+    return store.add_cosignatures(add_signatures(note, sigs), witness_keys=keys)
 
 
 def store_cli_output(argv: list[str]) -> bytes:
