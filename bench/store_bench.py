@@ -18,16 +18,17 @@ report says so and measures SQLite alone).
 (b) Log latency. One log per backend grows through the sizes of :attr:`Config.sizes` (full run:
     10k, 100k, 1M); at each size the store is measured as it is, then grown to the next size.
     Log position ``p`` is the run :func:`run_id` (``p``) holding one record (kind ``Note``,
-    data ``{"n": p}``, epoch 1) sealed ``succeeded``; every run's head is therefore known in
-    advance (:class:`Expected`), and equal on both backends.
+    data ``{"n": p}``, epoch 1) sealed ``succeeded`` (so its second record is its seal record,
+    :func:`tlog.journal.seal_body`, whose hash is the head); every run's head is therefore known
+    in advance (:class:`Expected`), and equal on both backends.
 
     Building. The first size goes through the public API: ``append`` then ``seal`` per run
     (epoch 1 with no lease row: the store's restore path, so that the rows are exactly those of
     the bulk load below). A million sealing transactions would take too long, so the larger
     sizes are reached by a *documented shortcut*, :func:`bulk_extend`: one transaction, over a
     connection opened by the store's own dialect, inserts the rows the store's ``append`` and
-    ``seal`` would have written — ``run_state``, ``journal`` (the record from
-    :func:`tlog.journal.make_record`), ``run_activity``, ``run_seal``, the RFC 6962 stored
+    ``seal`` would have written — ``run_state``, ``journal`` (the record and the seal record
+    from :func:`tlog.journal.make_record`), ``run_activity``, ``run_seal``, the RFC 6962 stored
     hashes in ``tree_hash`` from :func:`tlog.merkle.stored_hashes_for_leaves` (reading the
     log's right edge from the database), and the new size in ``log_state`` — with
     ``executemany`` on SQLite and ``COPY`` on PostgreSQL. On PostgreSQL every size, the
@@ -88,7 +89,7 @@ from store.postgres import PostgresDialect
 from store.sql import Dialect, Tx
 from store.sqlite import SQLiteDialect
 from tlog import merkle
-from tlog.journal import GENESIS, Body, make_record
+from tlog.journal import GENESIS, KIND_RUN_SEALED, Body, make_record, seal_body
 from tlog.keys import generate_key
 
 TITLE = "store"
@@ -343,11 +344,14 @@ def run_id(position: int) -> str:
 
 
 class Expected:
-    """The log every backend builds: each position's record body and head, and the stored
-    hashes (a :class:`tlog.merkle.MemoryHashStore` of their leaf hashes), computed once."""
+    """The log every backend builds: each position's record (body, hash), its seal record's
+    body and hash (the head), and the stored hashes (a :class:`tlog.merkle.MemoryHashStore` of
+    their leaf hashes), computed once."""
 
     def __init__(self) -> None:
         self.raws: list[bytes] = []
+        self.hashes: list[bytes] = []
+        self.seal_raws: list[bytes] = []
         self.heads: list[bytes] = []
         self.tree = merkle.MemoryHashStore()
 
@@ -357,8 +361,11 @@ class Expected:
         for p in range(start, size):
             body = Body(run_id(p), 1, 1, LOG_KIND, None, None, {"n": p}, True)
             record = make_record(body, GENESIS)
+            seal = make_record(seal_body(run_id(p), 2, 1, LOG_OUTCOME), record.hash)
             self.raws.append(record.raw)
-            self.heads.append(record.hash)
+            self.hashes.append(record.hash)
+            self.seal_raws.append(seal.raw)
+            self.heads.append(seal.hash)
         if size > start:
             self.tree.extend(merkle.leaf_hash(h) for h in self.heads[start:size])
 
@@ -384,7 +391,8 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "run_seal": ("tenant", "run", "position", "head", "outcome", "sealed_at"),
     "tree_hash": ("tenant", "idx", "hash"),
 }
-"""The rows an ``append`` + ``seal`` of a one-record run writes (besides ``log_state``)."""
+"""The rows an ``append`` + ``seal`` of a one-record run writes (besides ``log_state``): two
+journal rows per run, its record and its seal record."""
 _TIMES = {"updated_at", "sealed_at"}
 _UNWRITTEN = ("run_lease", "effect_once", "run_outcome", "run_cancel", "counter", "checkpoint")
 """Tables the API path of the log build leaves empty, and the bulk loader does not write."""
@@ -401,8 +409,19 @@ def log_rows(
     return {
         "run_state": [(TENANT, r) for r in runs],
         "journal": [
-            (TENANT, r, 1, 1, LOG_KIND, None, None, raw, GENESIS, h, None, None, None)
-            for r, raw, h in zip(runs, expected.raws[lo:hi], heads, strict=True)
+            row
+            for r, raw, h, seal_raw, head in zip(
+                runs,
+                expected.raws[lo:hi],
+                expected.hashes[lo:hi],
+                expected.seal_raws[lo:hi],
+                heads,
+                strict=True,
+            )
+            for row in (
+                (TENANT, r, 1, 1, LOG_KIND, None, None, raw, GENESIS, h, None, None, None),
+                (TENANT, r, 2, 1, KIND_RUN_SEALED, None, None, seal_raw, h, head, None, None, None),
+            )
         ],
         "run_activity": [(TENANT, r, now) for r in runs],
         "run_seal": [
@@ -506,8 +525,10 @@ def build_via_api(store: JournalStore, expected: Expected, start: int, end: int)
         run = run_id(p)
         (record,) = store.append(1, [Append(run, LOG_KIND, data={"n": p})])
         seal = store.seal(run, 1, LOG_OUTCOME)
-        if record.hash != expected.heads[p] or seal.position != p:
-            raise AssertionError(f"run {run}: the store wrote another record or position")
+        if record.hash != expected.hashes[p] or seal.head != expected.heads[p]:
+            raise AssertionError(f"run {run}: the store wrote other records")
+        if seal.position != p:
+            raise AssertionError(f"run {run}: the store sealed it at another position")
     return perf_counter() - began
 
 
@@ -527,9 +548,10 @@ def check_rows(target: Target, expected: Expected, count: int) -> str:
             kept = [i for i, col in enumerate(columns) if col not in _TIMES]
             key = "idx" if table == "tree_hash" else "run"
             bound: object = len(hashes) if table == "tree_hash" else run_id(count)
+            order = "run, seq" if table == "journal" else key
             got = tx.all(
                 f"SELECT {', '.join(columns[i] for i in kept)} FROM {table}"
-                f" WHERE tenant = ? AND {key} < ? ORDER BY {key}",
+                f" WHERE tenant = ? AND {key} < ? ORDER BY {order}",
                 (TENANT, bound),
             )
             expect = [tuple(r[i] for i in kept) for r in want[table]]

@@ -10,7 +10,8 @@ The export. Built once per variant in a temporary directory, written directly (a
 formatted here, and the file is then verified by :func:`tlog.export.verify_export` — whose
 summary must match what was built — so a wrong file cannot produce a figure. Each run has
 ``per_run`` records of a realistic shape (about 150-byte canonical bodies: a ``RunStarted``, tool
-calls with a small ``data`` object, a ``RunConcluded``), all runs are sealed, and four
+calls with a small ``data`` object, a ``RunConcluded``, then the seal record), all runs are
+sealed, and four
 checkpoints (at 1/4, 1/2, 3/4 and all of the log) are signed by the log key and cosigned by one
 cosignature/v1 witness.
 
@@ -155,9 +156,14 @@ def _vkey(signer: Ed25519Signer) -> str:
 
 def body(run: int, seq: int, per_run: int) -> bytes:
     """Record ``seq`` of run ``run``: canonical JSON by construction (keys sorted, plain text)."""
+    if seq == per_run:  # the seal record (tlog.journal.seal_body): no case
+        return (
+            b'{"data":{"outcome":"succeeded"},"epoch":1,"kind":"RunSealed","run":"run-%07d",'
+            b'"seq":%d,"v":1}' % (run, seq)
+        )
     if seq == 1:
         kind, data = b"RunStarted", b'{"agent":"planner","input":"order-%d"}' % run
-    elif seq == per_run:
+    elif seq == per_run - 1:
         kind, data = b"RunConcluded", b'{"outcome":"succeeded","steps":%d}' % per_run
     else:
         kind = b"ToolCall"

@@ -21,17 +21,19 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   both fenced); a run with no lease row at all accepts any epoch (the restore path).
 * **Exactly-once**: a second ``EffectStarted`` record for one (run, effect key) is refused by a
   unique key: :class:`~store.errors.DuplicateEffectError`.
-* **Seal** freezes a run and appends its head to the tenant's log at the next position (dense,
-  from 0, never reused). First seal wins; a re-seal changes nothing and returns the same head;
-  later appends are refused (:class:`~store.errors.RunSealedError`, after the fence check). An
-  empty run cannot be sealed.
+* **Seal** appends the run's *seal record* (kind ``RunSealed``, ``data`` ``{"outcome": …}``,
+  :func:`tlog.journal.seal_body`), freezes the run, and appends its head — the seal record's
+  hash, which covers the outcome — to the tenant's log at the next position (dense, from 0,
+  never reused). First seal wins; a re-seal changes nothing and returns the same head; later
+  appends are refused (:class:`~store.errors.RunSealedError`, after the fence check). An empty
+  run cannot be sealed. ``append`` refuses the reserved kind ``RunSealed``.
 * **Merkle log**: the RFC 6962 stored hashes (:mod:`tlog.merkle`) are written in the seal's
   transaction, so a checkpoint or a proof costs O(log n) reads, taken in one snapshot.
 * **Outcome index**: derived by ``append`` from ``RunConcluded`` records (``data.outcome``); the
   last conclusion wins with a fresh ordinal; listings are newest first.
-* **Restore** (:mod:`store.export`): ``append`` may be given the records' signatures (the
-  exported ones) instead of signing them, and ``import_checkpoint`` keeps an exported checkpoint
-  note as is, once the rebuilt log gives its text.
+* **Restore** (:mod:`store.export`): ``append`` and ``seal`` may be given the records'
+  signatures (the exported ones) instead of signing them, and ``import_checkpoint`` keeps an
+  exported checkpoint note as is, once the rebuilt log gives its text.
 * **Kept checkpoints** hold only lines an export can carry: ``add_cosignatures`` verifies every
   cosignature it keeps against the witness keys its caller declares.
 * **Cancellation requests** are unfenced; the first asker wins.
@@ -219,8 +221,20 @@ class JournalStore(abc.ABC):
     # --- seal and log ----------------------------------------------------------------------
 
     @abc.abstractmethod
-    def seal(self, run: str, epoch: int, outcome: str) -> Seal:
-        """Freeze a run and enter its head into the tenant's log (first seal wins)."""
+    def seal(
+        self,
+        run: str,
+        epoch: int,
+        outcome: str,
+        *,
+        signatures: Sequence[RecordSignature | None] | None = None,
+    ) -> Seal:
+        """Append the run's seal record naming ``outcome``, freeze the run and enter its head
+        (the seal record's hash) into the tenant's log (first seal wins).
+
+        ``signatures`` is for the restore path: one entry, the seal record's exported signature
+        (None: unsigned), carried instead of the handle's record signer's (see :meth:`append`).
+        """
 
     @abc.abstractmethod
     def sealed(self, run: str) -> Seal | None:

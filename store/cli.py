@@ -119,6 +119,7 @@ from tlog.journal import (
     check_run_id,
     check_tenant,
     parse_json,
+    seal_outcome,
     verify_chain,
 )
 from tlog.keys import SignerKey, generate_key
@@ -545,11 +546,13 @@ def _verify_run(store: JournalStore, run: str, cp: Checkpoint) -> tuple[dict[str
     if head.seq == 0:
         raise UsageError(f"run {run} has no records")
     count = 0
+    final: Record | None = None
 
     def counted() -> Iterator[Record]:
-        nonlocal count
+        nonlocal count, final
         for r in _chain_to(store, run, head.seq):
             count += 1
+            final = r
             yield r
 
     try:
@@ -566,6 +569,9 @@ def _verify_run(store: JournalStore, run: str, cp: Checkpoint) -> tuple[dict[str
         return result, cp
     if seal.head != last:
         raise CorruptError("the seal's head is not the chain's last hash", run)
+    assert final is not None
+    if seal_outcome(final.body()) != seal.outcome:
+        raise CorruptError(f"the last record is not the seal record naming {seal.outcome}", run)
     if seal.position >= cp.size:
         cp = store.checkpoint()
     inc = store.inclusion_proof(run, cp.size)
@@ -961,11 +967,13 @@ examples:
 """
 
 _EPILOG_SEAL = """\
-Freezes RUN (under EPOCH) and enters its head -- the last record's hash -- into the tenant's
-Merkle log as the leaf SHA-256(0x00 || head), at the next log position. The first seal wins:
-sealing again changes nothing and prints the same head. Later appends are refused (exit 3).
-OUTCOME is a letter, then up to 63 of [A-Za-z0-9_.-] (as a record kind). Prints
-'position N' and 'head HASH' (--json: run, position, head, outcome).
+Appends RUN's seal record (kind RunSealed, data {"outcome": OUTCOME}, under EPOCH, signed like
+any record when the store signs records), freezes RUN, and enters its head -- the seal
+record's hash, which covers the outcome -- into the tenant's Merkle log as the leaf
+SHA-256(0x00 || head), at the next log position. The first seal wins: sealing again changes
+nothing and prints the same head. Later appends are refused (exit 3), and no append may use the
+kind RunSealed (exit 2). OUTCOME is a letter, then up to 63 of [A-Za-z0-9_.-] (as a record
+kind). Prints 'position N' and 'head HASH' (--json: run, position, head, outcome).
 
 examples:
   tlog-store seal run-1 --epoch "$EPOCH" --outcome ok
@@ -996,7 +1004,8 @@ examples:
 _EPILOG_VERIFY = """\
 Checks each RUN (default: every run of the tenant): contiguous seqs, links and hashes of its
 whole chain; that the stored head is the chain's last hash; and for a sealed run, that the seal
-holds that head and that the head is the leaf at the seal's position in the log's current tree
+holds that head, that the last record is the seal record naming the seal's outcome, and that
+the head is the leaf at the seal's position in the log's current tree
 (an inclusion proof checked against the current root). Prints one line per run --
 'ok RUN records N head HASH [sealed POSITION OUTCOME]' -- or with --json one object. Exit 1 at
 the first run that does not verify; exit 2 for a named run with no records.

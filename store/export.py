@@ -18,7 +18,8 @@ Memory: a page of records (:data:`PAGE`) at a time, and the list of kept checkpo
 contract returns it whole; there are few); never the journal. The export reads the store in
 many transactions: on a store that is being written it is a view in which every run is a
 prefix of what the store holds and the log is a prefix of the store's log (a run sealed after
-the sealed runs were listed is written as unsealed, with the records it had). Keys: every
+the sealed runs were listed is written as unsealed, with the records it had before its seal
+record). Keys: every
 signature line of a kept checkpoint must be from the log key or a declared witness key, and
 every record signature from a declared record key (the format refuses anything else): an
 undeclared key is a :class:`~tlog.errors.UsageError` naming it, raised before anything is
@@ -39,10 +40,12 @@ has no runs and no kept checkpoints (:class:`~tlog.errors.UsageError` otherwise)
   consecutive records with one epoch (at most :data:`BATCH_RECORDS` records and about
   :data:`BATCH_BYTES` bytes of bodies). The runs have no lease row, so the store takes any epoch
   (the contract's restore path). The store must give back exactly the exported body bytes,
-  previous hash, hash and signature of every record. A sealed run is sealed with its outcome
-  (under its last record's epoch) and must land at its exported position with its last
-  record's hash as head. Each checkpoint note is kept exactly as exported
-  (:meth:`JournalStore.import_checkpoint`) as soon as the rebuilt log reaches its size. At the
+  previous hash, hash and signature of every record. A sealed run's last record, its seal
+  record, is not appended: the run is sealed with its outcome under that record's epoch and
+  with its signature (:meth:`JournalStore.seal` rebuilds the identical record), and must land
+  at its exported position with that record's hash as head. Each checkpoint note is kept
+  exactly as exported (:meth:`JournalStore.import_checkpoint`) as soon as the rebuilt log
+  reaches its size. At the
   end, the rebuilt log must have the exported size and root, its root at every exported
   checkpoint's size must be that checkpoint's, the kept notes must be the exported notes, and
   the file's digest must be the one pass 1 verified (the file must not change meanwhile).
@@ -217,26 +220,38 @@ def _write_run(
     seal: Seal | None,
     record_keys: set[tuple[str, int]],
 ) -> None:
-    """Write one run: its ``run`` line and its records, a page at a time."""
+    """Write one run: its ``run`` line and its records, a page at a time.
+
+    An unsealed run (``seal`` None) is written with the records it has now — but without its
+    seal record if it was sealed meanwhile (a run sealed after the sealed runs were written is
+    exported as it was before its seal)."""
     head = store.head(run)
     if head.seq == 0:
         if seal is not None:
             raise CorruptError(f"sealed at position {seal.position} but has no records", run)
         return  # listed, then deleted: there is nothing to export
-    if seal is not None and seal.head != head.hash:
-        raise CorruptError("the sealed head is not the hash of the run's last record", run)
+    count = head.seq
+    if seal is not None:
+        if seal.head != head.hash:
+            raise CorruptError("the sealed head is not the hash of the run's last record", run)
+    else:
+        now = store.sealed(run)
+        if now is not None and now.head == head.hash:
+            count -= 1  # sealed since it was listed: its seal record is the head read above
+            if count == 0:  # pragma: no cover - a store never seals an empty run
+                return
     w.run(
         run,
-        head.seq,
+        count,
         None if seal is None else (seal.position, seal.outcome),
         head=None if seal is None else seal.head,
     )
     seq = 1
     prev: bytes | None = None
-    while seq <= head.seq:
-        page = store.read_page(run, seq, min(PAGE, head.seq - seq + 1))
+    while seq <= count:
+        page = store.read_page(run, seq, min(PAGE, count - seq + 1))
         if not page:
-            raise CorruptError(f"record {seq} is missing (the head is record {head.seq})", run)
+            raise CorruptError(f"record {seq} is missing (the head is record {count})", run)
         for r in page:
             if r.seq != seq:
                 raise CorruptError(f"sequence gap: expected record {seq}", run, r.seq)
@@ -379,6 +394,11 @@ class _Replay:
             body = r.body()
         except MalformedError as e:  # pragma: no cover - both passes checked every body
             raise RestoreError(item.line, f"run {r.run} record {r.seq}: {e}", r.run, r.seq) from e
+        if run.seal is not None and r.seq == run.count:
+            # The seal record: rebuilt by seal, under its epoch, with its signature.
+            self.flush()
+            self.seal(run, item, body.epoch)
+            return
         if not self.batch.fits(body.epoch, len(r.raw)):
             self.flush()
         b = self.batch
@@ -392,8 +412,6 @@ class _Replay:
         b.appends.append(a)
         if r.seq == run.count:
             self.flush()
-            if run.seal is not None:
-                self.seal(run, item, body.epoch)
 
     def flush(self) -> None:
         b, self.batch = self.batch, _Batch()
@@ -441,20 +459,40 @@ class _Replay:
                 )
 
     def seal(self, run: RunItem, last: RecordItem, epoch: int) -> None:
+        """Seal the run, which rebuilds its seal record (``last``) with the exported signature."""
         assert run.seal is not None
+        want_record = last.record
         try:
-            seal = self.store.seal(run.run, epoch, run.seal.outcome)
+            seal = self.store.seal(
+                run.run, epoch, run.seal.outcome, signatures=[want_record.signature]
+            )
         except TlogError as e:
             raise RestoreError(run.line, f"run {run.run}: the store refused to seal it: {e}") from e
-        want = (run.seal.position, last.record.hash, run.seal.outcome)
+        want = (run.seal.position, want_record.hash, run.seal.outcome)
         if (seal.position, seal.head, seal.outcome) != want:
             raise RestoreError(
                 run.line,
                 f"run {run.run}: the store sealed it at position {seal.position} "
                 f"({seal.outcome}), the export at position {run.seal.position} "
                 f"({run.seal.outcome})"
-                + ("" if seal.head == last.record.hash else ", with another head"),
+                + ("" if seal.head == want_record.hash else ", with another head"),
                 run.run,
+            )
+        got = self.store.read_page(run.run, want_record.seq, 1)
+        where = f"run {run.run} record {want_record.seq}"
+        if not got or got[0].raw != want_record.raw or got[0].hash != want_record.hash:
+            raise RestoreError(
+                last.line,
+                f"{where}: the store rebuilt another seal record",
+                run.run,
+                last.record.seq,
+            )
+        if got[0].signature != want_record.signature:
+            raise RestoreError(
+                last.line,
+                f"{where}: the store kept another signature",
+                run.run,
+                want_record.seq,
             )
         self.log_size += 1
         self.import_reached()

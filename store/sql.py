@@ -101,6 +101,9 @@ Decisions where the contract leaves room (also in the method docstrings):
   must be the log's valid signature. Every other line it keeps must be from a witness key the
   caller declares and verify: the store never keeps a line an export could not carry (a plain
   Ed25519 line, an undeclared key) or that does not verify.
+* ``seal`` appends the run's seal record (:func:`tlog.journal.seal_body`, kind ``RunSealed``)
+  in its transaction; its hash is the sealed head. ``append`` refuses that reserved kind
+  (UsageError), so a run's only seal record is its last.
 * ``append(..., signatures=…)`` (the restore path) stores the given signatures instead of the
   handle's: each None or a :class:`~tlog.journal.RecordSignature` with a valid key name, a
   32-bit key ID and 64 signature bytes (Ed25519), UsageError otherwise. They are not verified
@@ -140,6 +143,7 @@ from tlog.encoding import MAX_INT63
 from tlog.errors import InvalidSignatureError, MalformedError, UsageError
 from tlog.journal import (
     KIND_EFFECT_STARTED,
+    KIND_RUN_SEALED,
     Body,
     Record,
     RecordSignature,
@@ -149,6 +153,7 @@ from tlog.journal import (
     check_run_id,
     check_tenant,
     make_record,
+    seal_body,
 )
 from tlog.keys import SignerKey, cosigner_from_vkey, format_vkey, parse_vkey
 from tlog.note import (
@@ -167,8 +172,10 @@ from tlog.note import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-"""Version of the schema below, recorded in ``meta``; a store of another version is refused."""
+SCHEMA_VERSION = 2
+"""Version of the schema below, recorded in ``meta``; a store of another version is refused.
+Version 2: a seal appends the run's seal record (kind ``RunSealed``), whose hash is the sealed
+head; a version-1 store's seals have none, and its exports would not verify."""
 
 MAX_ATTEMPTS = 5
 """How many times a transaction runs when it keeps failing with a retryable error."""
@@ -942,6 +949,12 @@ class SQLStore(JournalStore):
             return []
         _check_int(epoch, "epoch", 1)
         run = _batch_run(batch)
+        for a in batch:
+            if a.kind == KIND_RUN_SEALED:
+                raise UsageError(
+                    f"the record kind {KIND_RUN_SEALED} is reserved: a run's seal record is "
+                    "written by seal, not appended"
+                )
         tenant = self._tenant
         signer = self._record_signer if given is None else None
 
@@ -1240,19 +1253,32 @@ class SQLStore(JournalStore):
 
     # --- seal and log --------------------------------------------------------------------------
 
-    def seal(self, run: str, epoch: int, outcome: str) -> Seal:
-        """Freeze ``run`` and append its head to the tenant's log at the next position.
+    def seal(
+        self,
+        run: str,
+        epoch: int,
+        outcome: str,
+        *,
+        signatures: Sequence[RecordSignature | None] | None = None,
+    ) -> Seal:
+        """Append ``run``'s seal record, freeze the run, and enter the seal record's hash (the
+        new head) into the tenant's log at the next position.
 
-        ``outcome`` follows :func:`tlog.journal.check_outcome` (MalformedError).
-        Fenced like :meth:`append` (FencedError comes first, also for a re-seal). A sealed run
-        returns its existing seal unchanged (first seal wins, whatever ``outcome`` says now).
-        A run without records cannot be sealed (UsageError). The seal row, the position and
-        the stored tree hashes are written in one transaction.
+        ``outcome`` follows :func:`tlog.journal.check_outcome` (MalformedError). The seal
+        record (:func:`tlog.journal.seal_body`) is the run's next record, under ``epoch``,
+        signed by the handle's record signer — or, on the restore path, carrying
+        ``signatures[0]`` (one entry, None for unsigned; checked as :meth:`append` checks
+        them). Fenced like :meth:`append` (FencedError comes first, also for a re-seal). A
+        sealed run returns its existing seal unchanged (first seal wins, whatever ``outcome``
+        says now). A run without records cannot be sealed (UsageError). The seal record, the
+        seal row, the position and the stored tree hashes are written in one transaction.
         """
+        given = None if signatures is None else _check_signatures(signatures, 1)
         check_run_id(run)
         _check_int(epoch, "epoch", 1)
         check_outcome(outcome)
         tenant = self._tenant
+        signer = self._record_signer if given is None else None
 
         def work(tx: Tx) -> Seal:
             self._lock_run(tx, run)
@@ -1263,10 +1289,40 @@ class SQLStore(JournalStore):
                 return seal
             if head.seq == 0:
                 raise UsageError(f"run {run} has no records: there is nothing to seal")
+            if head.seq >= MAX_INT63:
+                raise UsageError(f"run {run} has used up its seqs: it cannot take a seal record")
+            seq = head.seq + 1
+            rec = make_record(seal_body(run, seq, epoch, outcome), head.hash, signer)
+            if given is not None:
+                rec = Record(run, seq, rec.raw, head.hash, rec.hash, given[0])
+            sig = rec.signature
+            tx.execute(
+                _INSERT_RECORD,
+                (
+                    tenant,
+                    run,
+                    seq,
+                    epoch,
+                    KIND_RUN_SEALED,
+                    None,
+                    None,
+                    rec.raw,
+                    head.hash,
+                    rec.hash,
+                    None if sig is None else sig.name,
+                    None if sig is None else sig.key_id,
+                    None if sig is None else sig.sig,
+                ),
+            )
+            tx.execute(
+                "INSERT INTO run_activity (tenant, run, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, run) DO UPDATE SET updated_at = excluded.updated_at",
+                (tenant, run, now),
+            )
             size = self._lock_log(tx)
             start = merkle.stored_hash_count(size)
             hashes = merkle.stored_hashes_for_leaf(
-                size, merkle.leaf_hash(head.hash), self._reader(tx)
+                size, merkle.leaf_hash(rec.hash), self._reader(tx)
             )
             try:
                 tx.executemany(
@@ -1282,10 +1338,10 @@ class SQLStore(JournalStore):
             tx.execute(
                 "INSERT INTO run_seal (tenant, run, position, head, outcome, sealed_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (tenant, run, size, head.hash, outcome, now),
+                (tenant, run, size, rec.hash, outcome, now),
             )
             tx.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (size + 1, tenant))
-            return Seal(run, size, head.hash, outcome)
+            return Seal(run, size, rec.hash, outcome)
 
         return self._write(work)
 

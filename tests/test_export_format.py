@@ -75,6 +75,7 @@ from tlog.journal import (
     check_outcome,
     make_record,
     record_signature_message,
+    seal_body,
 )
 from tlog.keys import format_vkey, verifier_for
 from tlog.merkle import EMPTY_ROOT, MemoryHashStore, leaf_hash, node_hash
@@ -118,11 +119,20 @@ class Run:
 
 
 def make_run(
-    run: str, bodies: Sequence[dict[str, Any]], signed: Sequence[bool] = (), epoch: int = 1
+    run: str,
+    bodies: Sequence[dict[str, Any]],
+    signed: Sequence[bool] = (),
+    epoch: int = 1,
+    outcome: str | None = None,
 ) -> tuple[Record, ...]:
-    """Chain records with the given body fields (kind, data, case, effect_key)."""
+    """Chain records with the given body fields (kind, data, case, effect_key); with
+    ``outcome``, then the run's seal record naming it (signed when ``signed`` has an entry
+    for it, after those of ``bodies``)."""
     out: list[Record] = []
     prev = GENESIS
+    if outcome is not None:
+        seal = seal_body(run, len(bodies) + 1, epoch, outcome)
+        bodies = [*bodies, {"kind": seal.kind, "data": seal.data}]
     for i, fields in enumerate(bodies):
         data = fields.get("data")
         body = Body(
@@ -140,6 +150,18 @@ def make_run(
         out.append(r)
         prev = r.hash
     return tuple(out)
+
+
+def sealed_run(
+    run: str,
+    bodies: Sequence[dict[str, Any]],
+    position: int,
+    outcome: str,
+    signed: Sequence[bool] = (),
+    epoch: int = 1,
+) -> Run:
+    """A run sealed at ``position``: its records, then its seal record naming ``outcome``."""
+    return Run(run, make_run(run, bodies, signed, epoch, outcome), RunSeal(position, outcome))
 
 
 def checkpoint_note(
@@ -172,31 +194,22 @@ def write(header: ExportHeader, notes: Sequence[bytes], runs: Sequence[Run]) -> 
 
 
 def small_runs() -> list[Run]:
-    """Three sealed runs and two unsealed ones; some records signed, varied bodies."""
+    """Three sealed runs and two unsealed ones; some records signed (two seal records), varied
+    bodies."""
     return [
-        Run(
+        sealed_run(
             "order-17",
-            make_run(
-                "order-17",
-                [
-                    {"kind": "RunStarted", "case": "case-9", "data": {"item": "Zürich ✓"}},
-                    {"kind": "EffectStarted", "effect_key": "pay 42", "data": {"n": 42}},
-                    {"kind": "RunConcluded", "data": {"outcome": "ok", "note": 'a"b\\c\nd'}},
-                ],
-                signed=[True, False, True],
-            ),
-            RunSeal(1, "ok"),
+            [
+                {"kind": "RunStarted", "case": "case-9", "data": {"item": "Zürich ✓"}},
+                {"kind": "EffectStarted", "effect_key": "pay 42", "data": {"n": 42}},
+                {"kind": "RunConcluded", "data": {"outcome": "ok", "note": 'a"b\\c\nd'}},
+            ],
+            1,
+            "ok",
+            signed=[True, False, True, True],
         ),
-        Run(
-            "order-18",
-            make_run("order-18", [{"kind": "Step"}, {"data": [1, None, True]}]),
-            RunSeal(0, "failed"),
-        ),
-        Run(
-            "batch:7",
-            make_run("batch:7", [{"kind": "Step", "data": -7}], signed=[True]),
-            RunSeal(2, "ok"),
-        ),
+        sealed_run("order-18", [{"kind": "Step"}, {"data": [1, None, True]}], 0, "failed"),
+        sealed_run("batch:7", [{"kind": "Step", "data": -7}], 2, "ok", signed=[True, True]),
         Run(
             "order-20",
             make_run("order-20", [{"kind": "Step"}, {"kind": "Step"}], signed=[False, True]),
@@ -296,8 +309,8 @@ def test_write_read_verify_summary() -> None:
     assert s.header == small_header()
     assert (s.checkpoints, s.checkpoint_sizes) == (2, (1, 2))
     assert (s.runs, s.sealed_runs, s.log_size) == (5, 3, 3)
-    assert s.records == 3 + 2 + 1 + 2 + 1
-    assert s.signed_records == 4
+    assert s.records == 4 + 3 + 2 + 2 + 1  # each sealed run's seal record counted
+    assert s.signed_records == 6
     assert s.consistency_proofs == 1
     assert s.cosignatures == {vkey(W1): 1}
     assert s.last_checkpoint == checkpoint_note(small_runs(), 2, [LOG])
@@ -387,7 +400,7 @@ def test_last_checkpoint_may_be_smaller_than_the_log_never_larger() -> None:
     runs = small_runs()
     assert verify(write(small_header(), [checkpoint_note(runs, 3, [LOG])], runs)).log_size == 3
     # A checkpoint of size 4 cannot be written for a log of 3 ...
-    big = Run("order-21", make_run("order-21", [{}]), RunSeal(3, "ok"))
+    big = sealed_run("order-21", [{}], 3, "ok")
     note4 = checkpoint_note([*runs, big], 4, [LOG])
     with pytest.raises(ExportProofError, match=r"^line 6: checkpoint of size 4 is larger"):
         write(small_header(), [note4], runs)
@@ -456,12 +469,14 @@ def test_changes_that_keep_the_digest_are_located() -> None:
     forged = redigest(data.replace("Zürich".encode(), b"Zurich"))
     e = refused(forged)
     assert isinstance(e, ExportChainError) and e.line == rec + 1 and e.seq == 1
-    # The outcome is covered by the digest alone (no hash or signature covers it).
+    # The outcome is in the run's seal record: a changed run line is caught at that record,
+    # the digest recomputed or not.
+    seal = next(i for i, line in enumerate(lines) if b'"outcome":"failed"' in line)
     flipped = data.replace(b"sealed 0 failed", b"sealed 0 passed")
-    e = refused(flipped)
-    assert isinstance(e, ExportVerificationError) and e.line == len(lines)
-    assert "digest" in str(e)
-    assert verify(redigest(flipped)).log_size == 3
+    for forged in (flipped, redigest(flipped)):
+        e = refused(forged)
+        assert isinstance(e, ExportChainError) and e.line == seal + 1, str(e)
+        assert "names the outcome failed" in str(e)
 
 
 def test_a_consistently_rewritten_sealed_run_breaks_the_checkpoint_root() -> None:
@@ -469,11 +484,7 @@ def test_a_consistently_rewritten_sealed_run_breaks_the_checkpoint_root() -> Non
     notes = [checkpoint_note(runs, 1, [LOG, W1]), checkpoint_note(runs, 2, [LOG])]
     # Rewrite order-18 (position 0) with a different last record, consistently chained.
     forged = [
-        Run(
-            "order-18",
-            make_run("order-18", [{"kind": "Step"}, {"data": [1, None, False]}]),
-            RunSeal(0, "failed"),
-        )
+        sealed_run("order-18", [{"kind": "Step"}, {"data": [1, None, False]}], 0, "failed")
         if r.id == "order-18"
         else r
         for r in runs
@@ -525,7 +536,7 @@ def test_checkpoint_of_another_log_is_refused() -> None:
     e = refused(redigest(swapped))
     assert isinstance(e, ExportVerificationError) and "from no key of the header" in str(e)
     # The same log, but a checkpoint of a forked tree: the rebuilt root disagrees.
-    fork = [Run("fork", make_run("fork", [{}]), RunSeal(0, "ok")), *runs[1:]]
+    fork = [sealed_run("fork", [{}], 0, "ok"), *runs[1:]]
     forked = checkpoint_note(fork, 1, [LOG])
     swapped = data.replace(good[0], forked).replace(
         b"checkpoint %d\n" % len(good[0]), b"checkpoint %d\n" % len(forked)
@@ -609,7 +620,7 @@ def test_edge_32_control_characters_crlf_export_is_refused() -> None:
 
 def test_trusted_keys_and_required_signatures() -> None:
     data = small_export()
-    assert verify(data, log_key=vkey(LOG), record_keys=[vkey(RECORDS)]).records == 9
+    assert verify(data, log_key=vkey(LOG), record_keys=[vkey(RECORDS)]).records == 12
     e = refused(data, log_key=vkey(OTHER_LOG))
     assert isinstance(e, ExportVerificationError) and e.line == 3
     e = refused(data, record_keys=[vkey(LOG)])
@@ -669,9 +680,9 @@ def test_header_keys_are_sorted_by_the_writer_and_must_be_sorted_in_the_file() -
     [
         # offset: the line named, relative to the line that holds the change.
         (b"tlog-toolkit export v1\n", b"tlog-toolkit export v2\n", 0, "expected 'tlog-toolkit"),
-        (b"end 2 5 9 3 ", b"end 2 5 09 3 ", 0, "leading zero"),
-        (b"end 2 5 9 3 ", b"end 2 5 8 3 ", 0, "counts 8 records"),
-        (b"end 2 5 9 3 ", b"end 2 5 9 3  ", 0, "expected 'end"),
+        (b"end 2 5 12 3 ", b"end 2 5 012 3 ", 0, "leading zero"),
+        (b"end 2 5 12 3 ", b"end 2 5 11 3 ", 0, "counts 11 records"),
+        (b"end 2 5 12 3 ", b"end 2 5 12 3  ", 0, "expected 'end"),
         (b"run order-19 1\n", b"run order-19 1 \n", 0, "expected 'run"),
         (b"run order-19 1\n", b"run order-19 01\n", 0, "leading zero"),
         (b"run order-19 1\n", b"run order-19 0\n", 0, "less than 1"),
@@ -719,7 +730,7 @@ def test_runs_must_be_in_order() -> None:
 
 def test_duplicate_run_ids_are_refused() -> None:
     runs = small_runs()
-    twice = [*runs, Run("order-17", runs[0].records)]
+    twice = [*runs, Run("order-17", runs[0].records[:-1])]
     notes = [checkpoint_note(runs, 1, [LOG, W1])]
     # The writer keeps constant memory and does not see this; the reader does.
     data = write(small_header(), notes, twice)
@@ -783,15 +794,23 @@ def test_writer_refuses_misuse() -> None:
         ([call("run", "order-18", 1), *rec18], UsageError, "records still to come"),
         ([call("run", "order-18", 2), call("end")], UsageError, "announced 2 records, 0"),
         (
-            [call("run", "order-18", 2), *rec18, call("run", "order-17", 3, (0, "ok"))],
+            [call("run", "order-18", 2), *rec18[:2], call("run", "order-17", 4, (0, "ok"))],
             UsageError,
             "after the unsealed",
         ),
         (
-            [call("run", "order-18", 2, (0, "failed"), head=r17.records[-1].hash), *rec18],
+            [call("run", "order-18", 3, (0, "failed"), head=r17.records[-1].hash), *rec18],
             UsageError,
             "sealed head",
         ),
+        ([call("run", "order-18", 1, (0, "failed"))], UsageError, "its seal record"),
+        (
+            [call("run", "order-18", 2, (0, "failed")), *rec18[:2]],
+            ExportChainError,
+            "is not its seal record",
+        ),
+        ([call("run", "order-18", 3, (0, "ok")), *rec18], ExportChainError, "names the outcome"),
+        ([call("run", "order-18", 3), *rec18], ExportChainError, "not the last record of a"),
         ([call("run", "order-18", 2, None, head=bytes(32))], UsageError, "no sealed head"),
         (
             [call("checkpoint", checkpoint_note(runs, 1, [LOG], origin="x"))],
@@ -868,9 +887,8 @@ def _many_records_export(path: Path, records: int) -> None:
         w.run("long", records, (0, "ok"))
         prev = GENESIS
         for seq in range(1, records + 1):
-            r = make_record(
-                Body("long", seq, 1, "Step", data={"i": seq, "pad": "p" * 100}, has_data=True), prev
-            )
+            body = Body("long", seq, 1, "Step", data={"i": seq, "pad": "p" * 100}, has_data=True)
+            r = make_record(body if seq < records else seal_body("long", seq, 1, "ok"), prev)
             w.record(r)
             prev = r.hash
         w.end()
@@ -931,13 +949,15 @@ def journals(draw: st.DrawFn) -> tuple[ExportHeader, list[bytes], list[Run]]:
             }
             for _ in range(count)
         ]
-        signed = draw(st.lists(st.booleans(), min_size=count, max_size=count))
+        signed = draw(st.lists(st.booleans(), min_size=count + 1, max_size=count + 1))
         seal = (
             RunSeal(positions[rid], draw(st.sampled_from(["ok", "failed", "Quarantined"])))
             if rid in positions
             else None
         )
-        runs.append(Run(rid, make_run(rid, bodies, signed, epoch=draw(st.integers(1, 3))), seal))
+        epoch = draw(st.integers(1, 3))
+        outcome = None if seal is None else seal.outcome
+        runs.append(Run(rid, make_run(rid, bodies, signed, epoch, outcome), seal))
     sizes = sorted(draw(st.sets(st.integers(0, k), max_size=3)))
     notes = [checkpoint_note(runs, s, [LOG, W1] if draw(st.booleans()) else [LOG]) for s in sizes]
     declare_w1 = draw(st.booleans())
@@ -991,20 +1011,19 @@ def example_export() -> bytes:
     rec = Ed25519Signer("example.com/records", seed("example record key"))
     wit = CosignatureV1Signer("witness.example", seed("example witness key"), clock=lambda: T)
     a1 = make_record(Body("run-a", 1, 1, "Started", data={"x": 1}, has_data=True), GENESIS, rec)
-    a2 = make_record(
-        Body("run-a", 2, 1, "RunConcluded", data={"outcome": "ok"}, has_data=True), a1.hash, rec
-    )
+    a2 = make_record(seal_body("run-a", 2, 1, "ok"), a1.hash, rec)
     b1 = make_record(Body("run-b", 1, 1, "Started"), GENESIS)
+    b2 = make_record(seal_body("run-b", 2, 1, "failed"), b1.hash)
     c1 = make_record(Body("run-c", 1, 2, "Started", case="case-1"), GENESIS)
     runs = [
         Run("run-a", (a1, a2), RunSeal(0, "ok")),
-        Run("run-b", (b1,), RunSeal(1, "failed")),
+        Run("run-b", (b1, b2), RunSeal(1, "failed")),
         Run("run-c", (c1,)),
     ]
     tree = MemoryHashStore()
     tree.append(leaf_hash(a2.hash))
     n1 = sign_note(Checkpoint(origin, 1, tree.root()).format(), [log, wit])
-    tree.append(leaf_hash(b1.hash))
+    tree.append(leaf_hash(b2.hash))
     n2 = sign_note(Checkpoint(origin, 2, tree.root()).format(), [log])
     header = ExportHeader(origin, vkey(log), (vkey(rec),), (vkey(wit),))
     return write(header, [n1, n2], runs)
@@ -1021,7 +1040,7 @@ def test_doc_example_is_real() -> None:
     data = example_export()
     assert doc_example() == data
     s = verify(data)
-    assert (s.runs, s.records, s.log_size, s.checkpoint_sizes) == (3, 4, 2, (1, 2))
+    assert (s.runs, s.records, s.log_size, s.checkpoint_sizes) == (3, 5, 2, (1, 2))
     # Each value the document derives by hand, recomputed here.
     text = DOC.read_text(encoding="utf-8")
     items = list(read_export(io.BytesIO(data)))
@@ -1041,15 +1060,17 @@ def test_doc_example_is_real() -> None:
     ("line", "old", "new", "named", "cls"),
     [
         # The table "Some single-byte changes" of docs/export-format.md §9.
-        (19, b"ok", b"ol", 28, ExportVerificationError),
+        (19, b"ok", b"ol", 22, ExportChainError),
         (20, b'"x":1', b'"x":2', 20, ExportChainError),
         (24, b"sealed 1", b"sealed 0", 24, ExportFormatError),
-        (26, b"run-c", b"run-d", 27, ExportChainError),
-        (11, b"F14AE=", b"F14AI=", 11, ExportSignatureError),
-        (11, b"F14AE=", b"F14AF=", 11, ExportFormatError),
+        (26, b'"epoch":1', b'"epoch":2', 26, ExportChainError),
+        (27, b"run-c", b"run-d", 28, ExportChainError),
+        (11, b"hdVAE=", b"hdVAI=", 11, ExportSignatureError),
+        (11, b"hdVAE=", b"hdVAF=", 11, ExportFormatError),
         (12, b"witness.example", b"witness.exampld", 12, ExportVerificationError),
         (6, b"checkpoint 302", b"checkpoint 303", 6, ExportFormatError),
-        (28, b"end 2 3 4 2", b"end 2 3 4 1", 28, ExportFormatError),
+        (29, b"end 2 3 5 2", b"end 2 3 5 1", 29, ExportFormatError),
+        (29, b"8f/w", b"8f/x", 29, ExportVerificationError),
     ],
 )
 def test_doc_example_changes(line: int, old: bytes, new: bytes, named: int, cls: type) -> None:
@@ -1058,9 +1079,10 @@ def test_doc_example_changes(line: int, old: bytes, new: bytes, named: int, cls:
     lines[line - 1] = lines[line - 1].replace(old, new, 1)
     e = refused(join(lines))
     assert type(e) is cls and str(e).startswith(f"line {named}: "), str(e)
-    assert (
-        f"`{old.decode()}` → `{new.decode()}`" in DOC.read_text(encoding="utf-8") or old == b" ok"
-    )
+    assert f"`{old.decode()}` → `{new.decode()}`" in DOC.read_text(encoding="utf-8")
+    if line != len(lines):  # the doc: the same line, the end line's counts and digest recomputed
+        e = refused(redigest(join(lines)))
+        assert type(e) is cls and str(e).startswith(f"line {named}: "), str(e)
 
 
 def test_verification_error_classes() -> None:

@@ -22,7 +22,15 @@ from tlog import merkle
 from tlog.encoding import b64encode, parse_hash
 from tlog.errors import MalformedError
 from tlog.export import MAX_LINE
-from tlog.journal import GENESIS, Body, chain_hash, decode_body
+from tlog.journal import (
+    GENESIS,
+    KIND_RUN_SEALED,
+    Body,
+    chain_hash,
+    decode_body,
+    seal_body,
+    seal_outcome,
+)
 from tlog.merkle import MemoryHashStore, leaf_hash, stored_hashes_for_leaves
 from verifier import parallel
 
@@ -113,10 +121,18 @@ def test_fold_leaves_edges() -> None:
 
 
 def _reference_take(
-    buf: bytes, at: int, end: int, run: bytes, seq: int, count: int, prev: bytes
+    buf: bytes,
+    at: int,
+    end: int,
+    run: bytes,
+    seq: int,
+    count: int,
+    prev: bytes,
+    outcome: bytes | None = None,
 ) -> tuple[list[tuple[int, bytes]], list[bytes]]:
     """What scan_records may take, decided by the Python verifier's own functions: (offset,
-    prev) before and after each record taken, and the bodies taken."""
+    prev) before and after each record taken, and the bodies taken. ``outcome``: the run
+    line's, for a sealed run (its last record must be the seal record naming it)."""
     taken = 0
     steps = [(at, prev)]
     bodies = []
@@ -145,6 +161,11 @@ def _reference_take(
             break
         if body.run != run.decode() or body.seq != seq + taken:
             break
+        if outcome is not None and seq + taken == count:
+            if seal_outcome(body) != outcome.decode():
+                break
+        elif body.kind == KIND_RUN_SEALED:
+            break
         if chain_hash(prev, line[45:]) != h:
             break
         bodies.append(line[45:])
@@ -162,16 +183,26 @@ DATA = st.recursive(
 
 
 @st.composite
-def run_lines(draw: st.DrawFn) -> tuple[bytes, int, bytes, int, int]:
-    """(buffer, its end, run ID, first seq, count) for one run's record lines, then one more
-    line; some records signed, some bodies of the other paths (escaped keys, 16 digits)."""
+def run_lines(draw: st.DrawFn) -> tuple[bytes, int, bytes, int, int, bytes | None]:
+    """(buffer, its end, run ID, first seq, count, outcome) for one run's record lines, then
+    one more line; some records signed, some bodies of the other paths (escaped keys, 16
+    digits), some seal records (last or not, naming the run line's outcome or another)."""
     run = draw(st.sampled_from(["r", "run-0001", "a.b:c@d-e_f"]))
     n = draw(st.integers(1, 6))
+    outcome = draw(st.sampled_from([None, b"ok", b"Failed.v2-x"]))
     prev = GENESIS
     lines = []
     for seq in range(1, n + 1):
-        data = draw(DATA.filter(lambda v: v is not None))  # "data": null is refused
-        raw = Body(run, seq, draw(st.integers(1, 2**63 - 1)), "K", data=data, has_data=True)
+        epoch = draw(st.integers(1, 2**63 - 1))
+        if draw(st.integers(0, 3)) == 0 or (outcome is not None and seq == n):
+            named = draw(st.sampled_from(["ok", "Failed.v2-x", "ok2"]))
+            raw = seal_body(run, seq, epoch, named)
+            if draw(st.integers(0, 5)) == 0:  # a RunSealed kind that is no seal record
+                extra = {"outcome": named, "x": 1}
+                raw = Body(run, seq, epoch, KIND_RUN_SEALED, data=extra, has_data=True)
+        else:
+            data: Any = draw(DATA.filter(lambda v: v is not None))  # "data": null is refused
+            raw = Body(run, seq, epoch, "K", data=data, has_data=True)
         body = raw.encode()
         prev = hashlib.sha256(prev + body).digest()
         lines.append(b64encode(prev).encode() + b" " + body)
@@ -180,7 +211,7 @@ def run_lines(draw: st.DrawFn) -> tuple[bytes, int, bytes, int, int]:
     lines.append(draw(st.sampled_from([b"run next 1", b"end 0 1 1 0 x", b"junk", b"sig x"])))
     buf = b"\n".join(lines) + b"\n"
     count = n if draw(st.booleans()) else draw(st.integers(1, 8))
-    return buf, len(buf), run.encode(), 1, count
+    return buf, len(buf), run.encode(), 1, count, outcome
 
 
 @needs_c
@@ -194,14 +225,15 @@ def run_lines(draw: st.DrawFn) -> tuple[bytes, int, bytes, int, int]:
         b"run-0001",
         1,
         1,
+        None,
     ),
     2,
     1,
 )
 def test_scan_records_takes_only_what_python_takes(
-    case: tuple[bytes, int, bytes, int, int], seed: int, flips: int
+    case: tuple[bytes, int, bytes, int, int, bytes | None], seed: int, flips: int
 ) -> None:
-    buf, end, run, seq, count = case
+    buf, end, run, seq, count, outcome = case
     rng = random.Random(seed)
     data = bytearray(buf)
     for _ in range(flips):  # flipped, not random, bytes: every one is a change
@@ -209,8 +241,8 @@ def test_scan_records_takes_only_what_python_takes(
         data[i] ^= 1 << rng.randrange(8)
     buf = bytes(data)
     end = rng.choice([end, end, rng.randrange(end + 1)])  # a block that ends anywhere
-    at, taken, prev = _speedups.scan_records(buf, 0, end, run, seq, count, GENESIS)
-    steps, bodies = _reference_take(buf, 0, end, run, seq, count, GENESIS)
+    at, taken, prev = _speedups.scan_records(buf, 0, end, run, seq, count, GENESIS, outcome)
+    steps, bodies = _reference_take(buf, 0, end, run, seq, count, GENESIS, outcome)
     assert taken < len(steps)
     assert (at, prev) == steps[taken]
     if taken < len(bodies):  # stopped at a body the Python verifier takes: one it leaves to it
@@ -218,16 +250,39 @@ def test_scan_records_takes_only_what_python_takes(
 
 
 @needs_c
+def test_scan_records_keeps_the_seal_record_rule() -> None:
+    def line(body: Body, prev: bytes) -> tuple[bytes, bytes]:
+        raw = body.encode()
+        h = chain_hash(prev, raw)
+        return b64encode(h).encode() + b" " + raw + b"\n", h
+
+    l1, h1 = line(Body("r", 1, 1, "K"), GENESIS)
+    l2, h2 = line(seal_body("r", 2, 1, "ok"), h1)
+    buf = l1 + l2 + b"end 0 1 2 1 x\n"
+    end = len(buf)
+    # Sealed with "ok": both taken; with another outcome, or unsealed: record 1 only.
+    assert _speedups.scan_records(buf, 0, end, b"r", 1, 2, GENESIS, b"ok")[1:] == (2, h2)
+    assert _speedups.scan_records(buf, 0, end, b"r", 1, 2, GENESIS, b"o")[1:] == (1, h1)
+    assert _speedups.scan_records(buf, 0, end, b"r", 1, 2, GENESIS, b"oka")[1:] == (1, h1)
+    assert _speedups.scan_records(buf, 0, end, b"r", 1, 2, GENESIS, None)[1:] == (1, h1)
+    # A sealed run whose last record is not a seal record: not taken.
+    l2b, _ = line(Body("r", 2, 1, "K", data={"outcome": "ok"}, has_data=True), h1)
+    buf2 = l1 + l2b + b"end 0 1 2 1 x\n"
+    assert _speedups.scan_records(buf2, 0, len(buf2), b"r", 1, 2, GENESIS, b"ok")[1] == 1
+
+
+@needs_c
 def test_scan_records_arguments() -> None:
     with pytest.raises(ValueError, match="scan_records"):
-        _speedups.scan_records(b"", 0, 0, b"r", 1, 1, b"short")
+        _speedups.scan_records(b"", 0, 0, b"r", 1, 1, b"short", None)
     with pytest.raises(ValueError, match="scan_records"):
-        _speedups.scan_records(b"", 0, 1, b"r", 1, 1, GENESIS)
+        _speedups.scan_records(b"", 0, 1, b"r", 1, 1, GENESIS, None)
     with pytest.raises(ValueError, match="scan_records"):
-        _speedups.scan_records(b"", 0, 0, b"r", 0, 1, GENESIS)
-    assert _speedups.scan_records(b"", 0, 0, b"r", 1, 1, GENESIS) == (0, 0, GENESIS)
+        _speedups.scan_records(b"", 0, 0, b"r", 0, 1, GENESIS, None)
+    assert _speedups.scan_records(b"", 0, 0, b"r", 1, 1, GENESIS, None) == (0, 0, GENESIS)
+    assert _speedups.scan_records(b"", 0, 0, b"r", 1, 1, GENESIS, b"ok") == (0, 0, GENESIS)
     with pytest.raises(OverflowError):  # not silently taken modulo 2**64
-        _speedups.scan_records(b"", 0, 0, b"r", 2**64 + 1, 1, GENESIS)
+        _speedups.scan_records(b"", 0, 0, b"r", 2**64 + 1, 1, GENESIS, None)
     with pytest.raises(ValueError, match="size"):
         _speedups.fold_leaves([], [], -1)
     with pytest.raises(OverflowError):

@@ -235,10 +235,22 @@ def full_flow(where: list[str], tmp_path: Path) -> tuple[Verifier, bytes]:
     assert "epoch 1 is fenced" in assert_one_error_line(fenced, 3)
 
     sealed = kv(cli_ok("seal", "run-1", *where, "--epoch", "2", "--outcome", "ok"))
+    # The seal appends the seal record (naming the outcome); its hash is the sealed head.
+    read = cli_ok("read", "run-1", *where).splitlines()
+    assert len(read) == 4 and check_chain(read[:3], "run-1") == head
+    assert json.loads(read[3].split(b" ", 2)[2]) == {
+        "data": {"outcome": "ok"},
+        "epoch": 2,
+        "kind": "RunSealed",
+        "run": "run-1",
+        "seq": 4,
+        "v": 1,
+    }
+    head = check_chain(read, "run-1")
     assert sealed == {"position": "0", "head": b64(head)}
     late = cli("append", "run-1", *where, "--epoch", "2", "--kind", "Late")
     assert_one_error_line(late, 3)
-    assert cli_ok("verify", *where).decode() == f"ok run-1 records 3 head {b64(head)} sealed 0 ok\n"
+    assert cli_ok("verify", *where).decode() == f"ok run-1 records 4 head {b64(head)} sealed 0 ok\n"
 
     note = cli_ok("checkpoint", *where)
     cp = open_checkpoint(note, [log]).checkpoint
@@ -358,7 +370,7 @@ def append(db: str, run_id: str, epoch: int, kind: str = "K", *extra: str) -> li
 
 
 def sealed_run(db: str, run_id: str = "r") -> bytes:
-    """A run with two records, sealed; returns its head."""
+    """A run with two records, sealed (so three records: the seal record); returns its head."""
     e = acquire(db, run_id)
     append(db, run_id, e)
     append(db, run_id, e)
@@ -840,7 +852,7 @@ def test_verify_every_run_and_named_runs(db: str, monkeypatch: pytest.MonkeyPatc
     append(db, "s-open", e)
     out = ok(["verify", "--db", db]).decode().splitlines()  # every run, by run ID
     assert out[:3] == [
-        f"ok r{i} records 2 head {b64(h)} sealed {i} ok" for i, h in enumerate(heads)
+        f"ok r{i} records 3 head {b64(h)} sealed {i} ok" for i, h in enumerate(heads)
     ]
     assert len(out) == 4 and out[3].startswith("ok s-open records 1 head ")
     assert out[3].split()[-1] == b64(
@@ -850,7 +862,7 @@ def test_verify_every_run_and_named_runs(db: str, monkeypatch: pytest.MonkeyPatc
     assert got["size"] == 3 and got["origin"] == f"{ORIGIN}/default"
     assert got["runs"][0] == {
         "run": "r1",
-        "records": 2,
+        "records": 3,
         "head": b64(heads[1]),
         "sealed": {"position": 1, "outcome": "ok"},
     }
@@ -889,7 +901,7 @@ def test_verify_proves_runs_sealed_after_its_first_checkpoint(
     monkeypatch.setattr(
         store.cli, "open_store", lambda **kw: _StaleFirstCheckpoint(open_store(**kw))
     )
-    assert ok(["verify", "--db", db]).decode() == f"ok r records 2 head {b64(head)} sealed 0 ok\n"
+    assert ok(["verify", "--db", db]).decode() == f"ok r records 3 head {b64(head)} sealed 0 ok\n"
 
 
 def tamper(db: str, old: bytes, new: bytes) -> int:
@@ -1022,7 +1034,7 @@ def test_prove_refuses_a_chain_that_no_longer_gives_the_sealed_head(db: str) -> 
     e = acquire(db)
     append(db, "r", e, "K", "--data", '"v-1"')
     ok(["seal", "r", "--db", db, "--epoch", str(e), "--outcome", "ok"])
-    raw = ok(["read", "r", "--db", db]).split(b" ", 2)[2].rstrip(b"\n")
+    raw = ok(["read", "r", "--db", db]).splitlines()[0].split(b" ", 2)[2]
     assert tamper(db, raw, raw.replace(b"v-1", b"v-2")) >= 1
     fails(["prove", "r", "--db", db], 1)
 
@@ -1115,7 +1127,7 @@ def test_export_declares_witness_keys_and_restores_identically(db: str, tmp_path
     summary = json.loads(ok(["restore", str(out), "--db", copy, "--json"]))
     assert summary["origin"] == f"{ORIGIN}/default"
     assert (summary["checkpoints"], summary["runs"], summary["sealed_runs"]) == (1, 1, 1)
-    assert (summary["records"], summary["signed_records"], summary["log_size"]) == (2, 0, 1)
+    assert (summary["records"], summary["signed_records"], summary["log_size"]) == (3, 0, 1)
     cp = Checkpoint.parse(parse_note(cosigned)[0])
     assert summary["log_root"] == b64(cp.root)
     assert unb64(summary["digest"]) and len(unb64(summary["digest"])) == 32
@@ -1155,7 +1167,7 @@ def test_restore_prints_a_summary(db: str, tmp_path: Path) -> None:
         "origin", "checkpoints", "runs", "sealed_runs", "records", "signed_records",
         "log_size", "log_root", "digest",
     ]  # fmt: skip
-    assert summary["log_root"] == b64(leaf(head)) and summary["records"] == "2"
+    assert summary["log_root"] == b64(leaf(head)) and summary["records"] == "3"
     # The restored store is not empty any more: a second restore is refused before writing.
     assert "needs an empty" in fails(["restore", str(out), "--db", copy], 2)
 

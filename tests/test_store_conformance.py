@@ -74,7 +74,18 @@ from tlog.errors import (
     UnverifiedNoteError,
     UsageError,
 )
-from tlog.journal import GENESIS, MAX_RECORD_SIZE, Body, Record, chain_hash, verify_record_signature
+from tlog.journal import (
+    GENESIS,
+    KIND_RUN_SEALED,
+    MAX_RECORD_SIZE,
+    Body,
+    Record,
+    RecordSignature,
+    chain_hash,
+    seal_body,
+    seal_outcome,
+    verify_record_signature,
+)
 from tlog.keys import format_vkey
 from tlog.note import Ed25519Signer, Signature, add_signatures, open_note, parse_note, sign_note
 
@@ -669,6 +680,58 @@ def test_a_rejected_batch_writes_nothing(
 # =============================================================================================
 
 
+def test_a_seal_appends_the_seal_record_whose_hash_is_the_head(store: JournalStore) -> None:
+    lease = store.acquire("run-a", "alice", LEASE)
+    (first,) = store.append(lease.epoch, [note("run-a")])
+    s = store.seal("run-a", lease.epoch, "succeeded")
+    seal_rec = store.read("run-a", 2)
+    assert len(seal_rec) == 1 and store.head("run-a") == Head(2, seal_rec[0].hash)
+    assert s.head == seal_rec[0].hash and store.sealed("run-a") == s
+    assert seal_rec[0].raw == seal_body("run-a", 2, lease.epoch, "succeeded").encode()
+    assert seal_rec[0].prev_hash == first.hash and seal_rec[0].signature is None
+    assert seal_outcome(seal_rec[0].body()) == "succeeded"
+    assert store.verify("run-a") == s.head
+    # The log's leaf is the seal record's hash: the checkpoint covers the outcome.
+    inc = store.inclusion_proof("run-a")
+    assert inc is not None and inc.head == seal_rec[0].hash
+    # A re-seal writes nothing more.
+    store.seal("run-a", lease.epoch, "failed")
+    assert store.head("run-a").seq == 2
+
+
+def test_the_seal_record_kind_is_reserved(store: JournalStore) -> None:
+    lease = store.acquire("run-a", "alice", LEASE)
+    store.append(lease.epoch, [note("run-a")])
+    for batch in (
+        [Append("run-a", KIND_RUN_SEALED, {"outcome": "succeeded"})],
+        [note("run-a"), Append("run-a", KIND_RUN_SEALED)],
+    ):
+        with pytest.raises(UsageError, match="reserved"):
+            store.append(lease.epoch, batch)
+    assert store.head("run-a").seq == 1 and store.sealed("run-a") is None
+
+
+def test_the_seal_record_is_signed_like_any_record(stores: StoreFactory) -> None:
+    signer = record_signer()
+    s = stores.open(record_signer=signer)
+    lease = s.acquire("run-a", "alice", LEASE)
+    s.append(lease.epoch, [note("run-a")])
+    sealed = s.seal("run-a", lease.epoch, "succeeded")
+    (rec,) = s.read("run-a", 2)
+    assert rec.signature is not None and rec.hash == sealed.head
+    assert verify_record_signature(rec.signature, rec.hash, [signer.verifier()])
+    # The restore path: the given signature (or none) instead of the handle's signer.
+    given = RecordSignature("other.example", 7, b"x" * 64)
+    s.append(1, [note("run-b")])
+    s.seal("run-b", 1, "failed", signatures=[given])
+    assert s.read("run-b", 2)[0].signature == given
+    s.append(1, [note("run-c")])
+    s.seal("run-c", 1, "failed", signatures=[None])
+    assert s.read("run-c", 2)[0].signature is None
+    with pytest.raises(UsageError):
+        s.seal("run-d", 1, "failed", signatures=[])
+
+
 def test_a_sealed_run_refuses_appends(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", LEASE)
     store.append(lease.epoch, [note("run-a"), concluded("run-a", "succeeded")])
@@ -1238,7 +1301,7 @@ def test_a_run_of_one_tenant_is_invisible_to_another(
     assert l2.epoch == 1
     (rec,) = t2.append(l2.epoch, [started("run-a", "k")])
     assert rec.seq == 1
-    assert t1.head("run-a").seq == 3
+    assert t1.head("run-a").seq == 4  # three records and the seal record
     assert t2.request_cancel("run-a", "other", "also") is True
 
 

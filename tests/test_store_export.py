@@ -293,7 +293,7 @@ def test_export_restore_export_is_byte_identical(
     summary = verify_export(io.BytesIO(data), log_key=source.log_vkey)
     assert summary.checkpoint_sizes == (0, 1, 2, 3)
     assert (summary.log_size, summary.runs, summary.sealed_runs) == (4, 8, 4)
-    assert summary.signed_records == 8
+    assert summary.signed_records == 10  # run-a's and run-b's seal records are signed too
     assert summary.cosignatures == {WITNESS_VKEYS[0]: 2, WITNESS_VKEYS[1]: 2}
 
     target = dbs.open(dbs.new(backend.name))
@@ -304,7 +304,7 @@ def test_export_restore_export_is_byte_identical(
         runs=8,
         sealed_runs=4,
         records=summary.records,
-        signed_records=8,
+        signed_records=10,
         log_size=4,
         log_root=source.checkpoint().root,
         digest=summary.digest,
@@ -399,7 +399,7 @@ def test_random_journals_round_trip(runs: list[Any]) -> None:
                     else:
                         h.append(epoch, [Append(run, "Step", data[0], case=case)])
                 if outcome is not None:
-                    signed.seal(run, epoch, outcome)
+                    (signed if records[-1][1] else plain).seal(run, epoch, outcome)
                 if publish:
                     cosign(plain, plain.sign_checkpoint(), W2)
             data_out = export_bytes(plain)
@@ -629,8 +629,8 @@ def test_a_seal_at_another_position_is_named(
     data, target = _prepared(dbs)
     real = target.seal
 
-    def seal(run: str, epoch: int, outcome: str) -> Seal:
-        s = real(run, epoch, outcome)
+    def seal(run: str, epoch: int, outcome: str, **kw: Any) -> Seal:
+        s = real(run, epoch, outcome, **kw)
         return replace(s, position=s.position + 1) if run == "run-b" else s
 
     monkeypatch.setattr(target, "seal", seal)
@@ -753,7 +753,8 @@ def test_a_run_sealed_while_exporting_is_written_as_it_was(
     dbs: Databases, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The export reads in many transactions: a run sealed after the sealed runs were listed
-    is written unsealed (a state the store had), and the export verifies."""
+    is written unsealed, without its seal record (a state the store had), and the export
+    verifies."""
     source = populate(dbs, dbs.new("sqlite"), build_small)
     real = source.runs
     sealed: list[Seal] = []
@@ -767,6 +768,7 @@ def test_a_run_sealed_while_exporting_is_written_as_it_was(
     data = export_bytes(source)
     assert sealed[0].position == 2
     assert b"\nrun run-c 1\n" in data
+    assert b'"kind":"RunSealed","run":"run-c"' not in data  # as it was: before its seal record
     summary = verify_export(io.BytesIO(data), log_key=source.log_vkey)
     assert summary.log_size == 2
 
@@ -792,7 +794,7 @@ def test_export_and_restore_page(
     monkeypatch.setattr(source, "read_page", read_page)
     monkeypatch.setattr(source, "read", whole)
     assert export_bytes(source) == data
-    assert max(limits) == 2 and len(limits) == 21  # 4 records take 2 pages, 23 take 12, …
+    assert max(limits) == 2 and len(limits) == 23  # 5 records take 3 pages, 23 take 12, …
     target = dbs.open(dbs.new("sqlite"))
     sizes: list[int] = []
     real_append = target.append

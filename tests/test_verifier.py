@@ -53,7 +53,7 @@ from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import b64encode
 from tlog.export import ExportHeader, ExportSummary, ExportWriter
 from tlog.export import verify_export as tlog_verify_export
-from tlog.journal import GENESIS, Body, make_record
+from tlog.journal import GENESIS, Body, make_record, seal_body
 from tlog.keys import SignerKey, format_vkey, generate_key
 from tlog.merkle import EMPTY_ROOT, MemoryHashStore, consistency_proof, leaf_hash
 from tlog.note import Ed25519Signer, Signature, add_signatures, parse_note, sign_note
@@ -357,8 +357,8 @@ def test_export_written_by_the_store_verifies_with_counts(
         "checkpoint-signatures": 4 + 3 + 4,  # log + W1 W2 W3, log + W1 W2, log + W1 W2 W3
         "witness-quorum": 3,
         "time-rules": 6,  # the cosignatures of the policy's witnesses: W1 and W2, 3 times
-        "record-chain": 11,
-        "record-signatures": 6,  # run-a (3), run-c (1), run-f (2)
+        "record-chain": 16,  # 11 appended, and the 5 sealed runs' seal records
+        "record-signatures": 8,  # run-a (3 + its seal record), run-c (1 + seal), run-f (2)
         "sealed-heads": 5,
         "checkpoint-roots": 3,
         "checkpoint-consistency": 2,
@@ -386,7 +386,7 @@ def test_export_written_by_the_store_verifies_with_counts(
     text = capsysbinary.readouterr().out.decode()
     assert status == 0
     assert text.startswith("tlog-verify export: VALID\n")
-    assert re.search(r"record hashes and chain links\s+11 records\n", text)
+    assert re.search(r"record hashes and chain links\s+16 records\n", text)
     assert re.search(r"the export.s log key is a log of the policy\s+1 key\n", text)
     assert "2 unsealed runs are in no log" in text
     assert "1 sealed run is beyond the last checkpoint (size 4)" in text
@@ -882,8 +882,8 @@ def test_since_catches_rollback_and_fork(
     assert r.status == 1
     f = r.failure
     assert f["kind"] == "consistency" and f["message"].startswith("fork")
-    # Named at the record that makes the log reach size 2: run-b's last record.
-    assert f["line"] == line_of(journal.export, journal.export.index(b'"run":"run-b","seq":2'))
+    # Named at the record that makes the log reach size 2: run-b's last record (its seal record).
+    assert f["line"] == line_of(journal.export, journal.export.index(b'"run":"run-b","seq":3'))
     assert f["checkpoint_size"] == 2
 
 
@@ -944,7 +944,9 @@ def test_proofs_from_tlog_store_prove_verify(
         LOG_ORIGIN,
     )
     assert r.status == 0, r.err
-    assert (r.report["facts"]["run"], r.report["facts"]["records"]) == ("run-a", 3)
+    assert (r.report["facts"]["run"], r.report["facts"]["records"]) == ("run-a", 4)
+    # The records end in the seal record: the outcome it names is what the proof covers.
+    assert r.report["facts"]["outcome"] == "succeeded"
     ids = [c["id"] for c in r.report["checks"]]
     assert ids == [
         "proof-format",
@@ -999,6 +1001,34 @@ def test_proof_lines_of_keys_outside_the_policy_are_ignored(
     assert r.failure["line"] == changed.count(b"\n", 0, changed.index(W3.name.encode())) + 1
 
 
+def test_records_end_with_the_seal_record_and_nothing_after_it(
+    journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """A records file names the run's outcome through its seal record (the proof's head); a
+    record after a seal record, or a seal record that is not well formed, fails the chain."""
+    policy = str(journal.policy_path)
+    proof = journal.write("s.tlog-proof", journal.proof_a)
+
+    def records_file(bodies: list[Body]) -> str:
+        prev, out = GENESIS, []
+        for b in bodies:
+            r = make_record(b, prev)
+            obj = {"seq": r.seq, "hash": b64encode(r.hash), "prev_hash": b64encode(prev)}
+            out.append(json.dumps({**obj, "raw": r.raw.decode()}, ensure_ascii=False) + "\n")
+            prev = r.hash
+        return journal.write("s.jsonl", "".join(out))
+
+    started = Body("run-s", 1, 1, "Started")
+    after = records_file([started, seal_body("run-s", 2, 1, "ok"), Body("run-s", 3, 1, "Step")])
+    r = verify_proof(capsysbinary, proof, policy, "--records", after)
+    assert r.status == 1 and r.failure["kind"] == "chain" and r.failure["line"] == 3
+    assert "after the seal record" in r.failure["message"]
+    odd = Body("run-s", 2, 1, "RunSealed", data={"outcome": "ok", "x": 1}, has_data=True)
+    r = verify_proof(capsysbinary, proof, policy, "--records", records_file([started, odd]))
+    assert r.status == 1 and r.failure["kind"] == "chain" and r.failure["line"] == 2
+    assert "exactly the data" in r.failure["message"]
+
+
 def test_every_byte_and_line_of_the_records_changed_fails(
     journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
@@ -1010,7 +1040,7 @@ def test_every_byte_and_line_of_the_records_changed_fails(
     keys = ("--record-key", RECORD_VKEY, "--require-record-signatures")
     r = verify_proof(capsysbinary, proof, policy, "--records", journal.write("ok.jsonl", data))
     assert r.status == 0
-    assert "3 record signature(s) are from keys not given with --record-key" in "".join(
+    assert "4 record signature(s) are from keys not given with --record-key" in "".join(
         r.report["notes"]
     )
     for pos in range(len(data)):
@@ -1408,7 +1438,7 @@ def one_run_export(records: int) -> bytes:
     recs = []
     for seq in range(1, records + 1):
         body = Body(run, seq, 1, "Step", data={"i": seq, "pad": "x" * 64}, has_data=True)
-        r = make_record(body, prev)
+        r = make_record(body if seq < records else seal_body(run, seq, 1, "ok"), prev)
         recs.append(r)
         prev = r.hash
     note = log_note(1, leaf_hash(prev))

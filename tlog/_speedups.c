@@ -13,22 +13,26 @@
  *       True only when tlog.journal.decode_body(raw) succeeds and the body names run ``run``
  *       and record ``seq``. Requires: ``run`` is a valid run ID, 1 <= seq <= 2**63 - 1.
  *
- *   scan_records(buf, at, end, run: bytes, seq: int, count: int, prev: bytes)
- *       -> (at, records, prev)
+ *   scan_records(buf, at, end, run: bytes, seq: int, count: int, prev: bytes,
+ *                outcome: bytes | None) -> (at, records, prev)
  *       Verifies the record lines of one run from offset ``at`` of ``buf``, which holds
  *       LF-terminated lines up to offset ``end``: records ``seq``, ``seq + 1``, ... ``count``
- *       of run ``run`` whose predecessor's hash is ``prev``. A record is taken when its line is
+ *       of run ``run`` whose predecessor's hash is ``prev``; ``outcome`` is the run line's
+ *       outcome for a sealed run, None for an unsealed one. A record is taken when its line is
  *       ``<hash> <body>`` with the hash in canonical base64, the body passes body_names, the
- *       line after it is in ``buf`` and is not a ``sig`` line (and, after the run's last
- *       record, is a whole ``run`` or ``end`` line: LF-terminated within the line limit), and
- *       SHA-256(prev || body) is the written hash.
+ *       seal-record rule holds (record ``count`` of a sealed run is exactly its seal record
+ *       naming ``outcome``; every other record's kind is not RunSealed), the line after it is
+ *       in ``buf`` and is not a ``sig`` line (and, after the run's last record, is a whole
+ *       ``run`` or ``end`` line: LF-terminated within the line limit), and SHA-256(prev ||
+ *       body) is the written hash.
  *       Stops at the first record not taken; returns the offset after the last record taken,
  *       how many were taken, and the last taken record's hash (``prev`` when none).
  *
  *   scan_runs(buf, at, end, lineno) -> (at, lineno, runs)
  *       Whole runs from offset ``at`` (a run line; ``lineno`` is the number of the line before
  *       it): a run line in the common spelling ("run <ID> <count>[ sealed <pos> <outcome>]",
- *       verifier.parallel._RUN_LINE), then all its records as scan_records takes them. Stops
+ *       verifier.parallel._RUN_LINE; a sealed run of at least 2 records), then all its records
+ *       as scan_records takes them (with the run line's outcome). Stops
  *       before the first run not taken whole. ``runs`` are verifier.parallel's run tuples
  *       (run line, run ID, count, position or -1, leaf hash or None, last record's line).
  *       Parses and hashes with the GIL released, 64 runs at a time.
@@ -332,8 +336,11 @@ static int field_of(ptr k, ptr k_end) {
     return FIELDS[f].len == n && memcmp(FIELDS[f].name, k, n) == 0 ? f : -1;
 }
 
-static int body_ok(ptr p, ptr end, const char *run, Py_ssize_t run_len, unsigned long long seq) {
+/* ``*sealed`` is set when the kind is RunSealed (the reserved kind of a seal record). */
+static int body_ok(ptr p, ptr end, const char *run, Py_ssize_t run_len, unsigned long long seq,
+                   int *sealed) {
     int seen = 0, last = -1;
+    *sealed = 0;
     if (end - p > MAX_RECORD_SIZE || p >= end || *p != '{') return 0;
     p++;
     for (;;) {
@@ -369,6 +376,7 @@ static int body_ok(ptr p, ptr end, const char *run, Py_ssize_t run_len, unsigned
         case F_KIND:
             if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, NULL)) return 0;
             if (!kind_name(s, s_end)) return 0;
+            *sealed = s_end - s == 9 && memcmp(s, "RunSealed", 9) == 0;
             break;
         case F_RUN:
             if (p >= end || *p != '"' || !string(&p, end, 0, &s, &s_end, NULL)) return 0;
@@ -438,7 +446,7 @@ static int starts(ptr base, Py_ssize_t at, Py_ssize_t end, const char *word) {
 static PyObject *py_body_names(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer raw, run;
     unsigned long long seq;
-    int ok;
+    int ok, sealed;
     (void)self;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "body_names takes 3 arguments (raw, run, seq)");
@@ -451,19 +459,56 @@ static PyObject *py_body_names(PyObject *self, PyObject *const *args, Py_ssize_t
         PyBuffer_Release(&raw);
         return NULL;
     }
-    ok = body_ok((ptr)raw.buf, (ptr)raw.buf + raw.len, (const char *)run.buf, run.len, seq);
+    ok = body_ok((ptr)raw.buf, (ptr)raw.buf + raw.len, (const char *)run.buf, run.len, seq,
+                 &sealed);
     PyBuffer_Release(&run);
     PyBuffer_Release(&raw);
     return PyBool_FromLong(ok);
 }
 
-/* Records seq.. of a run from *at (see scan_records); the number taken, prev their last hash. */
+/* The seal record of a run naming ``outcome``, given a body that body_ok took for ``run`` and
+   ``seq``: '{"data":{"outcome":"<outcome>"},"epoch":' then the epoch, then
+   ',"kind":"RunSealed","run":"<run>","seq":<seq>,"v":1}' (tlog.export._is_seal_record: in a
+   valid body no other field can stand between these, so the rest is the epoch). */
+static int seal_record(ptr p, ptr end, const char *run, Py_ssize_t run_len,
+                       unsigned long long seq, const char *outcome, Py_ssize_t outcome_len) {
+    static const char HEAD[] = "{\"data\":{\"outcome\":\"", MID[] = "\"},\"epoch\":",
+                      KIND[] = ",\"kind\":\"RunSealed\",\"run\":\"", SEQ[] = "\",\"seq\":",
+                      TAIL[] = ",\"v\":1}";
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%llu", seq);
+    size_t head = sizeof HEAD - 1 + (size_t)outcome_len + sizeof MID - 1;
+    size_t tail = sizeof KIND - 1 + (size_t)run_len + sizeof SEQ - 1 + (size_t)n + sizeof TAIL - 1;
+    ptr q;
+    if (n <= 0 || (size_t)(end - p) <= head + tail) return 0;
+    if (memcmp(p, HEAD, sizeof HEAD - 1) != 0) return 0;
+    q = p + sizeof HEAD - 1;
+    if (memcmp(q, outcome, (size_t)outcome_len) != 0) return 0;
+    q += outcome_len;
+    if (memcmp(q, MID, sizeof MID - 1) != 0) return 0;
+    q = end - tail;
+    if (memcmp(q, KIND, sizeof KIND - 1) != 0) return 0;
+    q += sizeof KIND - 1;
+    if (memcmp(q, run, (size_t)run_len) != 0) return 0;
+    q += run_len;
+    if (memcmp(q, SEQ, sizeof SEQ - 1) != 0) return 0;
+    q += sizeof SEQ - 1;
+    if (memcmp(q, digits, (size_t)n) != 0) return 0;
+    q += n;
+    return memcmp(q, TAIL, sizeof TAIL - 1) == 0;
+}
+
+/* Records seq.. of a run from *at (see scan_records); the number taken, prev their last hash.
+   ``outcome`` (NULL for an unsealed run): the run's last record must be its seal record naming
+   it; no other record may have the kind RunSealed. */
 static unsigned long long take_records(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at, Py_ssize_t end,
                                        const char *run, Py_ssize_t run_len,
                                        unsigned long long seq, unsigned long long count,
+                                       const char *outcome, Py_ssize_t outcome_len,
                                        unsigned char prev[32]) {
     unsigned long long taken = 0;
     unsigned char h[32], got[32];
+    int sealed;
     while (seq + taken <= count) {
         ptr line = base + *at, lf = memchr(line, '\n', (size_t)(end - *at));
         Py_ssize_t next;
@@ -481,7 +526,14 @@ static unsigned long long take_records(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at
             break;
         }
         if (!hash_text(line, h)) break;
-        if (!body_ok(line + HASH_TEXT + 1, lf, run, run_len, seq + taken)) break;
+        if (!body_ok(line + HASH_TEXT + 1, lf, run, run_len, seq + taken, &sealed)) break;
+        if (outcome != NULL && seq + taken == count) {
+            if (!sealed || !seal_record(line + HASH_TEXT + 1, lf, run, run_len, seq + taken,
+                                        outcome, outcome_len))
+                break;
+        } else if (sealed) {
+            break;
+        }
         if (!sha256_3(ctx, prev, 32, line + HASH_TEXT + 1, (size_t)(lf - line - HASH_TEXT - 1),
                       NULL, 0, got) ||
             memcmp(got, h, 32) != 0)
@@ -495,16 +547,16 @@ static unsigned long long take_records(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at
 
 static PyObject *py_scan_records(PyObject *self, PyObject *args) {
     Py_buffer buf, prev_buf;
-    Py_ssize_t at, end, run_len;
-    const char *run;
+    Py_ssize_t at, end, run_len, outcome_len = 0;
+    const char *run, *outcome = NULL;
     long long seq, count;
     unsigned long long taken;
     unsigned char prev[32];
     EVP_MD_CTX *ctx;
     (void)self;
     /* "L": a value beyond a long long is an OverflowError, not silently truncated. */
-    if (!PyArg_ParseTuple(args, "y*nny#LLy*", &buf, &at, &end, &run, &run_len, &seq, &count,
-                          &prev_buf))
+    if (!PyArg_ParseTuple(args, "y*nny#LLy*z#", &buf, &at, &end, &run, &run_len, &seq, &count,
+                          &prev_buf, &outcome, &outcome_len))
         return NULL;
     if (prev_buf.len != 32 || at < 0 || end > buf.len || at > end || seq < 1 || count < 0) {
         PyBuffer_Release(&buf);
@@ -520,7 +572,7 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     taken = take_records(ctx, (ptr)buf.buf, &at, end, run, run_len, (unsigned long long)seq,
-                         (unsigned long long)count, prev);
+                         (unsigned long long)count, outcome, outcome_len, prev);
     EVP_MD_CTX_free(ctx);
     PyBuffer_Release(&buf);
     return Py_BuildValue("nKy#", at, taken, (const char *)prev, (Py_ssize_t)32);
@@ -549,7 +601,7 @@ static int short_decimal(ptr *pp, ptr end, int zero, unsigned long long *out) {
 /* A run line in its common spelling, "run <ID> <count>[ sealed <pos> <outcome>]" (the pattern
    verifier.parallel._RUN_LINE; the values need no further check). *pos is -1 when unsealed. */
 static int run_line(ptr p, ptr lf, ptr *id, ptr *id_end, unsigned long long *count,
-                    long long *pos) {
+                    long long *pos, ptr *outcome) {
     ptr q;
     unsigned long long v;
     if (lf - p < 7 || memcmp(p, "run ", 4) != 0) return 0;
@@ -561,11 +613,14 @@ static int run_line(ptr p, ptr lf, ptr *id, ptr *id_end, unsigned long long *cou
     q++;
     if (!short_decimal(&q, lf, 0, count)) return 0;
     *pos = -1;
+    *outcome = NULL;
     if (q == lf) return 1;
-    if (lf - q < 8 || memcmp(q, " sealed ", 8) != 0) return 0;
+    /* A sealed run holds its records and its seal record: at least 2 (else the reader refuses). */
+    if (*count < 2 || lf - q < 8 || memcmp(q, " sealed ", 8) != 0) return 0;
     q += 8;
     if (!short_decimal(&q, lf, 1, &v) || q >= lf || *q != ' ') return 0;
     *pos = (long long)v;
+    *outcome = q + 1;
     return kind_name(q + 1, lf); /* an outcome has the alphabet of a kind */
 }
 
@@ -587,13 +642,14 @@ static int take_runs(EVP_MD_CTX *ctx, ptr base, Py_ssize_t *at, Py_ssize_t end, 
     static const unsigned char zero = 0;
     int k = 0;
     while (k < BATCH && *at < end) {
-        ptr line = base + *at, lf = memchr(line, '\n', (size_t)(end - *at)), id, id_end;
+        ptr line = base + *at, lf = memchr(line, '\n', (size_t)(end - *at)), id, id_end, outcome;
         struct taken_run *r = out + k;
         unsigned char prev[32] = {0};
         Py_ssize_t after;
-        if (lf == NULL || !run_line(line, lf, &id, &id_end, &r->count, &r->pos)) break;
+        if (lf == NULL || !run_line(line, lf, &id, &id_end, &r->count, &r->pos, &outcome)) break;
         after = lf + 1 - base;
         if (take_records(ctx, base, &after, end, (const char *)id, id_end - id, 1, r->count,
+                         (const char *)outcome, outcome == NULL ? 0 : lf - outcome,
                          prev) != r->count)
             break;
         if (r->pos >= 0 && !sha256_3(ctx, &zero, 1, prev, 32, NULL, 0, r->leaf)) break;
@@ -776,7 +832,7 @@ static PyMethodDef METHODS[] = {
     {"body_names", (PyCFunction)(void (*)(void))py_body_names, METH_FASTCALL,
      "body_names(raw, run, seq) -> bool: True only when decode_body accepts raw naming run/seq."},
     {"scan_records", py_scan_records, METH_VARARGS,
-     "scan_records(buf, at, end, run, seq, count, prev) -> (at, records, prev)."},
+     "scan_records(buf, at, end, run, seq, count, prev, outcome) -> (at, records, prev)."},
     {"scan_runs", py_scan_runs, METH_VARARGS,
      "scan_runs(buf, at, end, lineno) -> (at, lineno, runs)."},
     {"fold_leaves", py_fold_leaves, METH_VARARGS,

@@ -3,7 +3,15 @@ from mmap import mmap
 
 def body_names(raw: bytes, run: bytes, seq: int, /) -> bool: ...
 def scan_records(
-    buf: bytes, at: int, end: int, run: bytes, seq: int, count: int, prev: bytes, /
+    buf: bytes,
+    at: int,
+    end: int,
+    run: bytes,
+    seq: int,
+    count: int,
+    prev: bytes,
+    outcome: bytes | None,
+    /,
 ) -> tuple[int, int, bytes]: ...
 def scan_runs(
     buf: bytes | mmap, at: int, end: int, lineno: int, /

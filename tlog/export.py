@@ -40,9 +40,13 @@ checkpoint may be smaller than the log, none larger.
 Runs. Sealed runs come first, by log position ``0, 1, 2, …`` with no gap; then the unsealed
 runs by strictly increasing run ID (bytewise). Run IDs follow :func:`tlog.journal.check_run_id`
 and appear once; ``count`` is 1..2^63-1 and exactly that many records follow, then a ``run`` or
-``end`` line; the outcome follows :func:`tlog.journal.check_outcome`. The log size is the
-number of sealed runs; a sealed run's *head* is its last record's hash and its leaf is
-``SHA-256(0x00 || head)`` at its position (RFC 6962).
+``end`` line; the outcome follows :func:`tlog.journal.check_outcome`. A sealed run holds at
+least two records, and its last is its *seal record* (:func:`tlog.journal.seal_body`: kind
+``RunSealed``, ``data`` exactly ``{"outcome": <the run line's outcome>}``, no case, no effect
+key); no other record has the kind ``RunSealed``. The log size is the number of sealed runs; a
+sealed run's *head* is its last record's hash — the seal record's, so the chain, the leaf and
+every checkpoint over it cover the outcome — and its leaf is ``SHA-256(0x00 || head)`` at its
+position (RFC 6962).
 
 Records (:mod:`tlog.journal`). Record ``i`` of a run (from 1) is one line: its 32-byte hash in
 base64 (44 characters), a space, and its body — the canonical JSON bytes exactly as stored,
@@ -53,16 +57,17 @@ record 1 and the previous line's hash otherwise; every record's hash must equal
 signature (64 bytes) of ``"tlog-toolkit/record/v1" LF || hash`` by a declared record key.
 
 End. The counts of checkpoints, runs, records and sealed runs, and the SHA-256 of every byte of
-the file before the ``end`` line. The digest is the only guard of the one field no hash or
-signature covers — a sealed run's outcome — and makes truncation and accidental corruption
-detectable everywhere; it authenticates nothing (anyone can recompute it).
+the file before the ``end`` line. The counts and the digest catch truncation and accidental
+corruption; they guard nothing against a deliberate change (anyone can recompute them). What an
+auditor can rely on is what the signatures cover (docs/export-format.md §7).
 
 Checks, in file order (each error names its line: ``"line N: …"``):
 
 * :func:`read_export` checks everything that needs no signature and no chain hash: the grammar,
   every spelling, the embedded formats (vkeys, notes, checkpoint texts, record bodies), the
-  orders, uniqueness, that each body names its run and seq, that every signature line names a
-  declared key, the ``end`` counts and the digest.
+  orders, uniqueness, that each body names its run and seq, the seal records (each sealed
+  run's last record, naming its outcome; no other), that every signature line names a declared
+  key, the ``end`` counts and the digest.
 * :func:`verify_export` adds the cryptography: every checkpoint signature line verifies under
   its key, every record hash and chain link, every record signature, each checkpoint's root is
   the root rebuilt from the sealed heads at its size, and the RFC 6962 consistency proof between
@@ -96,8 +101,10 @@ from tlog.errors import (
 )
 from tlog.journal import (
     GENESIS,
+    KIND_RUN_SEALED,
     MAX_RECORD_SIZE,
     MAX_SEQ,
+    SEAL_KIND_TEXT,
     ChainError,
     Record,
     RecordSignature,
@@ -107,6 +114,7 @@ from tlog.journal import (
     check_run_id,
     decode_body,
     record_signature_message,
+    seal_outcome,
 )
 from tlog.keys import format_vkey, parse_vkey
 from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
@@ -453,6 +461,65 @@ def _check_record_signature(sig: RecordSignature, keys: _Keys, line: int, where:
     return v
 
 
+def _is_seal_record(raw: bytes, run: str, seq: int, outcome: str) -> bool:
+    """True when ``raw`` — a body that passed :func:`_check_body` for ``run`` and ``seq`` — is
+    the seal record naming ``outcome``; False when not sure. The canonical body of that record is
+    ``{"data":{"outcome":"<outcome>"},"epoch":<epoch>,"kind":"RunSealed","run":"<run>",
+    "seq":<seq>,"v":1}`` (no field sorts between ``data`` and ``epoch``, nor between ``epoch``
+    and ``kind``): given a valid body, this prefix and suffix leave room for the epoch alone."""
+    return raw.startswith(b'{"data":{"outcome":"%s"},"epoch":' % outcome.encode()) and raw.endswith(
+        b',"kind":"RunSealed","run":"%s","seq":%d,"v":1}' % (run.encode(), seq)
+    )
+
+
+def _check_seal_record(
+    raw: bytes, run: str, seq: int, line: int, run_line: int, outcome: str | None
+) -> None:
+    """The seal-record rule (docs/export-format.md §4.5) for record ``seq`` of ``run``, whose
+    body passed :func:`_check_body`. ``outcome``: the run line's outcome when this record is the
+    last of a sealed run (it must be the seal record naming that outcome), else None (it must
+    not be a seal record)."""
+    if outcome is None:
+        if SEAL_KIND_TEXT not in raw:  # in the body of every seal record
+            return
+    elif _is_seal_record(raw, run, seq, outcome):
+        return
+    body = decode_body(raw)
+    if outcome is None:
+        if body.kind == KIND_RUN_SEALED:
+            raise ExportChainError(
+                line,
+                run,
+                seq,
+                f"a seal record (kind {KIND_RUN_SEALED}) that is not the last record of a "
+                f"sealed run (the run line is line {run_line})",
+            )
+        return
+    if body.kind != KIND_RUN_SEALED:
+        raise ExportChainError(
+            line,
+            run,
+            seq,
+            f"the last record of a sealed run is not its seal record: kind {body.kind}, not "
+            f"{KIND_RUN_SEALED} (the run line is line {run_line})",
+        )
+    named = seal_outcome(body)
+    if named is None:
+        raise ExportChainError(
+            line,
+            run,
+            seq,
+            'the seal record must hold exactly the data {"outcome": <outcome>}, and no case '
+            "or effect key",
+        )
+    raise ExportChainError(
+        line,
+        run,
+        seq,
+        f"the seal record names the outcome {named}, the run line (line {run_line}) {outcome}",
+    )
+
+
 def _check_body(raw: bytes, run: str, seq: int, line: int, run_line: int) -> None:
     if body_names(raw, run, seq):  # the fast path; decode_body gives any failure's message
         return
@@ -586,6 +653,10 @@ def _run_line(rest: bytes, n: int) -> tuple[str, int, int, str]:
     count = _decimal(tokens[1], n, f"record count of run {run}", 1, MAX_SEQ)
     if len(tokens) == 2:
         return run, count, -1, ""
+    if count < 2:
+        raise ExportFormatError(
+            n, f"sealed run {run} has 1 record: a sealed run holds its records and its seal record"
+        )
     pos = _decimal(tokens[3], n, f"log position of run {run}")
     outcome = _text(tokens[4], n)
     try:
@@ -699,6 +770,7 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
         yield RunItem(run, count, seal, n)
 
         prev = GENESIS
+        sealed_as = outcome if seal is not None else None
         for seq in range(1, count + 1):
             n, data = _expect(lines, f"record {seq} of run {run} ({count} announced)")
             if data.startswith((b"run ", b"end ")):
@@ -719,6 +791,7 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
                     raise ExportFormatError(n, str(e)) from None
             raw = data[HASH_TEXT_SIZE + 1 :]
             _check_body(raw, run, seq, n, run_line)
+            _check_seal_record(raw, run, seq, n, run_line, sealed_as if seq == count else None)
             signature: RecordSignature | None = None
             nxt = lines.next()
             if nxt is not None and nxt[1].startswith(b"sig "):
@@ -772,7 +845,7 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
         raise ExportVerificationError(
             n,
             "the digest does not match the bytes before the end line: the export was changed "
-            "(where no hash or signature could tell: a sealed run's outcome, or a removed line)",
+            "or damaged",
         )
     if not lines.at_eof():
         raise ExportFormatError(n + 1, "data after the end line")
@@ -1066,7 +1139,7 @@ class ExportWriter:
         self._count = 0
         self._written = 0
         self._prev = GENESIS
-        self._sealed = False
+        self._outcome: str | None = None  # the current run's outcome when it is sealed
         self._head: bytes | None = None
         self._run_line = 0
 
@@ -1126,12 +1199,18 @@ class ExportWriter:
         if not isinstance(count, int) or not 1 <= count <= MAX_SEQ:
             raise UsageError(f"run {run_id}: record count {count!r} is not in 1..2^63-1")
         text = f"run {run_id} {count}"
+        outcome: str | None = None
         if seal is not None:
             position, outcome = seal if isinstance(seal, tuple) else (seal.position, seal.outcome)
             try:
                 check_outcome(outcome)
             except MalformedError as e:
                 raise ExportFormatError(line, f"run {run_id}: {e}") from None
+            if count < 2:
+                raise UsageError(
+                    f"sealed run {run_id} has 1 record: a sealed run holds its records and its "
+                    "seal record"
+                )
             if self._last_unsealed is not None:
                 raise UsageError(f"sealed run {run_id} after the unsealed runs")
             if position != self._position:
@@ -1152,7 +1231,7 @@ class ExportWriter:
         self._out.write(text.encode() + b"\n")
         self._state = "runs"
         self._run, self._count, self._written = run_id, count, 0
-        self._prev, self._sealed, self._head = GENESIS, seal is not None, head
+        self._prev, self._outcome, self._head = GENESIS, outcome, head
         self._runs += 1
 
     def record(self, record: Record) -> None:
@@ -1175,6 +1254,14 @@ class ExportWriter:
                 line, f"run {record.run} record {seq}: body holds a byte below 0x20"
             )
         _check_body(record.raw, record.run, seq, line, self._run_line)
+        _check_seal_record(
+            record.raw,
+            record.run,
+            seq,
+            line,
+            self._run_line,
+            self._outcome if seq == self._count else None,
+        )
         if chain_hash(self._prev, record.raw) != record.hash:
             raise ExportChainError(line, record.run, seq, "hash does not cover the body")
         out = b64encode(record.hash).encode() + b" " + record.raw + b"\n"

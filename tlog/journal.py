@@ -10,9 +10,10 @@ A *run* is an append-only chain of *records*. Record ``seq`` (1, 2, 3, … with 
  ``run``        string    the run's ID (:func:`check_run_id`)
  ``seq``        integer   the record's position in its run, from 1
  ``epoch``      integer   the writer's lease epoch (its fencing token), from 1
- ``kind``       string    what the record says (:func:`check_kind`); two kinds mean something
+ ``kind``       string    what the record says (:func:`check_kind`); three kinds mean something
                           to the store: ``EffectStarted`` (with ``effect_key``: exactly once per
-                          run) and ``RunConcluded`` (with ``data.outcome``: the outcome index)
+                          run), ``RunConcluded`` (with ``data.outcome``: the outcome index) and
+                          ``RunSealed``, reserved: the *seal record* (below)
  ``case``       string    optional: the case (matter) the record belongs to
  ``effect_key`` string    optional: the identity of an external effect within the run
  ``data``       any JSON  optional: the application's payload
@@ -37,6 +38,13 @@ The chain::
 ``seq``, ``run`` and ``epoch`` are inside ``raw``, so a record can be moved to another run,
 position or owner only by breaking its hash. A run's *head* is its last record's hash; when a
 run is sealed its head becomes a leaf of the log: leaf hash SHA-256(0x00 || head) (RFC 6962).
+
+The seal record. Sealing a run appends one last record to its chain, in the seal's
+transaction: kind ``RunSealed`` (:data:`KIND_RUN_SEALED`), the seal's epoch, no case, no effect
+key, and ``data`` exactly ``{"outcome": <outcome>}`` (:func:`seal_body`; the outcome follows
+:func:`check_outcome`). Its hash is the sealed head, so the leaf — and every checkpoint and
+inclusion proof over it — covers the run's outcome. The kind is reserved: a store appends it
+only through ``seal``, and an export holds it exactly as the last record of each sealed run.
 
 A record may carry a signature by a configured Ed25519 key (off by default). It signs::
 
@@ -75,6 +83,10 @@ MAX_SEQ = (1 << 63) - 1
 BODY_VERSION = 1
 KIND_EFFECT_STARTED = "EffectStarted"
 KIND_RUN_CONCLUDED = "RunConcluded"
+KIND_RUN_SEALED = "RunSealed"
+"""The reserved kind of a seal record: the last record of a sealed run, written by its seal."""
+SEAL_KIND_TEXT = b'"kind":"RunSealed"'
+"""These bytes are in the canonical body of every seal record (a cheap first test)."""
 MAX_DEPTH = 64
 """Deepest nesting of ``data``: a scalar has depth 0, an array or object 1 + its members'."""
 RECORD_SIGNATURE_CONTEXT = b"tlog-toolkit/record/v1\n"
@@ -298,6 +310,27 @@ class Body:
             return None
         outcome = self.data.get("outcome")
         return outcome if isinstance(outcome, str) and outcome else None
+
+
+def seal_body(run: str, seq: int, epoch: int, outcome: str) -> Body:
+    """The body of the seal record of ``run`` (see the module docstring): record ``seq``,
+    written under ``epoch``, naming ``outcome``. MalformedError for an invalid outcome."""
+    check_outcome(outcome)
+    return Body(run, seq, epoch, KIND_RUN_SEALED, data={"outcome": outcome}, has_data=True)
+
+
+def seal_outcome(body: Body) -> str | None:
+    """The outcome a seal record names, or None when ``body`` is not a well-formed seal record
+    (another kind, a case or effect key, ``data`` other than ``{"outcome": <outcome>}``)."""
+    if body.kind != KIND_RUN_SEALED or body.case is not None or body.effect_key is not None:
+        return None
+    data = body.data
+    if type(data) is not dict or len(data) != 1:
+        return None
+    outcome = data.get("outcome")
+    if type(outcome) is not str or not _KIND.fullmatch(outcome):
+        return None
+    return outcome
 
 
 def decode_body(raw: bytes) -> Body:

@@ -800,19 +800,20 @@ def _success(
         )
     if s.sealed_runs > covered:
         n = s.sealed_runs - covered
+        one = n == 1
         report.note(
-            f"{n} sealed run{'s are' if n != 1 else ' is'} beyond the last checkpoint "
-            f"(size {covered}): no signed checkpoint covers {'them' if n != 1 else 'it'} yet"
+            f"{n} sealed run{' is' if one else 's are'} beyond the last checkpoint "
+            f"(size {covered}): no signature of the log covers {'its' if one else 'their'} "
+            f"records or outcome{'' if one else 's'} yet — only the hash chain and the record "
+            f"signatures {'it carries' if one else 'they carry'} (the seal record's included); "
+            f"a complete rewrite of {'it' if one else 'one'}, with the digest recomputed, "
+            "would not be detected"
         )
     if not records_trusted and s.signed_records:
         report.note(
             "record signatures were checked against the keys the export itself declares; "
             "give --record-key to check them against keys you trust"
         )
-    report.note(
-        "a seal's outcome is not in the log: only the digest guards it, and anyone can "
-        "recompute the digest (the authenticated conclusion is the run's RunConcluded record)"
-    )
     if scope == "last":
         report.note("the witness quorum was required of the last checkpoint only")
     if kept is None:

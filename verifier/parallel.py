@@ -28,7 +28,8 @@ How the work is split
    memory-mapped in each process) goes run by run, re-implementing the one-pass
    reader's run loop step by step — line reads with their length and truncation checks, the
    one line of look-ahead after a record (its ``sig`` line, then the line after it), the run
-   line's own grammar, every record's hash spelling, body, run and seq, the chain link, the
+   line's own grammar, every record's hash spelling, body, run and seq, the seal-record rule
+   (a sealed run's last record is its seal record naming its outcome; no other), the chain link, the
    record signature, the "run or end line after the last record" rule — in the same order,
    raising the same errors (the helpers of :mod:`tlog.export` are called where they exist). It
    stops at its first failure, at the first line of the next chunk, or at a line that
@@ -61,8 +62,9 @@ How the work is split
 
 Speed. Runs are first offered to the C scan of ``tlog/_speedups.c`` (``scan_runs``): it takes
 the whole runs it is sure of — a run line in its common spelling, then records whose hash is
-canonical base64, whose body is canonical JSON naming the run and seq, whose chain link holds,
-not signed, and the "run or end line" after the last — hashing without the GIL, and stops at
+canonical base64, whose body is canonical JSON naming the run and seq and keeps the seal-record
+rule, whose chain link holds, not signed, and the "run or end line" after the last — hashing
+without the GIL, and stops at
 the first run it is not sure of, which the Python loop below then does (a record at a time,
 resuming the C scan for the rest of the run with ``scan_records``). What the C code takes, the
 Python code would take with the same result (``tests/test_speedups.py``); so errors, and their
@@ -90,7 +92,8 @@ Progress: ``progress(done, total)`` is called with bytes: once after the prefix,
 each chunk is merged, and ``(size, size)`` at the end.
 
 This module depends on private helpers of :mod:`tlog.export` (``_Keys``, ``_check_header``,
-``_check_body``, ``_parse_sig_line``, ``_run_line``, ``_decimal``, ``_describe``, ``_keyword``) so
+``_check_body``, ``_check_seal_record``, ``_parse_sig_line``, ``_run_line``, ``_decimal``,
+``_describe``, ``_keyword``) so
 that its messages are the one-pass verifier's by construction; the messages written inline in
 ``tlog.export`` are copied here, and ``tests/test_verifier_parallel.py`` compares both
 verifiers on hundreds of mutated files to catch any drift.
@@ -131,6 +134,7 @@ from tlog.export import (
     RunItem,
     _check_body,
     _check_header,
+    _check_seal_record,
     _decimal,
     _describe,
     _Keys,
@@ -166,7 +170,9 @@ _sha256 = hashlib.sha256
 _Run = tuple[int, str, int, int, bytes | None, int]
 """A verified run: (run line, run ID, count, sealed position or -1, leaf or None, last line)."""
 
-_scan: Callable[[bytes, int, int, bytes, int, int, bytes], tuple[int, int, bytes]] | None = None
+_scan: (
+    Callable[[bytes, int, int, bytes, int, int, bytes, bytes | None], tuple[int, int, bytes]] | None
+) = None
 _scan_runs: Callable[[bytes | mmap.mmap, int, int, int], tuple[int, int, list[_Run]]] | None = None
 _count_lines: Callable[[mmap.mmap, int, int], int] | None = None
 try:  # the C scans (tlog/_speedups.c); without them _runs's own loop does every record
@@ -217,10 +223,11 @@ def _hash_of(text: bytes) -> bytes | None:
 
 # A run line as the one-pass reader accepts it, in its common spelling: a run ID, a count of at
 # most 18 digits, and for a sealed run a position of at most 18 digits and an outcome (18 digits
-# stay below 2^63, so no bound needs checking). Anything else goes through _run_line.
+# stay below 2^63, so no bound needs checking; a sealed run's count of 1 is refused by
+# _run_line). Anything else goes through _run_line.
 _RUN_LINE = re.compile(
     rb"run ([A-Za-z0-9][A-Za-z0-9._:@-]{0,127}) ([1-9][0-9]{0,17})"
-    rb"(?: sealed (0|[1-9][0-9]{0,17}) [A-Za-z][A-Za-z0-9_.-]{0,63})?"
+    rb"(?: sealed (0|[1-9][0-9]{0,17}) ([A-Za-z][A-Za-z0-9_.-]{0,63}))?"
 )
 
 
@@ -466,16 +473,19 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
             )
         n, data = got
         plain = _RUN_LINE.fullmatch(data)
-        if plain is not None:  # the common spelling, whose values need no further check
+        if plain is not None and (plain[3] is None or plain[2] != b"1"):
+            # The common spelling, whose values need no further check.
             run_id = plain[1]
             run = run_id.decode("ascii")
             count = int(plain[2])
             pos = -1 if plain[3] is None else int(plain[3])
+            outcome: bytes | None = plain[4]
         else:
-            run_id, run, count, pos = _run_line(n, data)
+            run_id, run, count, pos, outcome = _run_line(n, data)
             if not run_id:
                 result.stop = (n, rd.offset_of_last(), data)
                 return
+        sealed_as = None if outcome is None else outcome.decode("ascii")
         run_line = n
         result.partial = (run_line, run, pos)
 
@@ -487,7 +497,9 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
                 # The C scan takes the plain records it is sure of, then the loop below does
                 # one record (the verdict, or a signed record) and the scan resumes. A scan
                 # that takes nothing is not tried again in this run (signed records).
-                at, taken, prev = scan(rd.buf, rd.at, len(rd.buf), run_id, seq + 1, count, prev)
+                at, taken, prev = scan(
+                    rd.buf, rd.at, len(rd.buf), run_id, seq + 1, count, prev, outcome
+                )
                 if taken:
                     rd.at = at
                     rd.lineno += taken
@@ -522,6 +534,7 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
             raw = data[HASH_TEXT_SIZE + 1 :]
             if not body_names(raw, run, seq):
                 _check_body(raw, run, seq, n, run_line)
+            _check_seal_record(raw, run, seq, n, run_line, sealed_as if seq == count else None)
             verifier: Verifier | None = None
             sig = b""
             nxt = rd.next()
@@ -554,15 +567,16 @@ def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
         runs.append((run_line, run, count, pos, leaf_hash(prev) if pos >= 0 else None, n))
 
 
-def _run_line(n: int, data: bytes) -> tuple[bytes, str, int, int]:
+def _run_line(n: int, data: bytes) -> tuple[bytes, str, int, int, bytes | None]:
     """A run line (line ``n``) by the one-pass reader's own grammar (tlog.export._run_line):
-    (run ID bytes, run ID, count, sealed position or -1); ``b""`` when ``data`` is not a
-    ``run`` line. The checks that depend on the runs before it are the coordinator's."""
+    (run ID bytes, run ID, count, sealed position or -1, outcome or None); ``b""`` when
+    ``data`` is not a ``run`` line. The checks that depend on the runs before it are the
+    coordinator's."""
     rest = _keyword(data, b"run")
     if rest is None:
-        return b"", "", 0, -1
-    run, count, pos, _ = _export_run_line(rest, n)
-    return run.encode("ascii"), run, count, pos
+        return b"", "", 0, -1, None
+    run, count, pos, outcome = _export_run_line(rest, n)
+    return run.encode("ascii"), run, count, pos, outcome.encode("ascii") if pos >= 0 else None
 
 
 def _slow_hash(text: bytes, line: int, run: str, seq: int) -> bytes:
@@ -814,8 +828,7 @@ class _Merge:
             raise ExportVerificationError(
                 n,
                 "the digest does not match the bytes before the end line: the export was changed "
-                "(where no hash or signature could tell: a sealed run's outcome, or a removed "
-                "line)",
+                "or damaged",
             )
         if offset + len(data) + 1 != size:
             raise ExportFormatError(n + 1, "data after the end line")

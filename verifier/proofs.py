@@ -65,7 +65,15 @@ from tlog.errors import (
     UsageError,
     VerificationError,
 )
-from tlog.journal import GENESIS, MAX_RECORD_SIZE, chain_hash, decode_body, parse_json
+from tlog.journal import (
+    GENESIS,
+    KIND_RUN_SEALED,
+    MAX_RECORD_SIZE,
+    chain_hash,
+    decode_body,
+    parse_json,
+    seal_outcome,
+)
 from tlog.journal import record_signature_message as _signed_bytes
 from tlog.keys import format_vkey, parse_vkey
 from tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
@@ -368,6 +376,8 @@ class RecordsResult:
     head: bytes
     signed: int
     verified: int
+    outcome: str | None = None
+    """The outcome the last record names when it is the run's seal record (a sealed run)."""
 
 
 def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -428,6 +438,7 @@ def verify_records(
     prev = GENESIS
     run: str | None = None
     count = signed = verified = 0
+    sealed: tuple[int, int, str] | None = None  # (line, seq, outcome) of the seal record
     for number, line in _lines(stream):
         try:
             obj = _record_line(line)
@@ -501,11 +512,26 @@ def verify_records(
                 ok = True
         if require_signatures and not ok:
             raise fail("verification", "the record carries no signature of a trusted record key")
+        if sealed is not None:
+            raise fail(
+                "chain",
+                f"a record after the seal record (record {sealed[1]}, line {sealed[0]}): a "
+                "sealed run ends with its seal record",
+            )
+        if body.kind == KIND_RUN_SEALED:
+            outcome = seal_outcome(body)
+            if outcome is None:
+                raise fail(
+                    "chain",
+                    'the seal record must hold exactly the data {"outcome": <outcome>}, and no '
+                    "case or effect key",
+                )
+            sealed = (number, seq, outcome)
         prev = h
         count += 1
     if run is None:
         raise MalformedError("line 1: the records file holds no records")
-    return RecordsResult(run, count, prev, signed, verified)
+    return RecordsResult(run, count, prev, signed, verified, None if sealed is None else sealed[2])
 
 
 def _trusted_record_keys(record_keys: Iterable[str] | None) -> list[Verifier] | None:
@@ -618,6 +644,8 @@ def verify_proof_file(
             )
         run_head = got.head
         report.facts.update({"run": got.run, "records": got.records, "signed_records": got.signed})
+        if got.outcome is not None:
+            report.facts["outcome"] = got.outcome
         if got.signed > got.verified:
             report.note(
                 f"{got.signed - got.verified} record signature(s) are from keys not given "

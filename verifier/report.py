@@ -65,7 +65,9 @@ Facts, by verb (hashes are padded base64; sizes and counts are integers):
   "timestamp", "reason"}]}``), ``consistency_proofs``, ``since`` (``{"size", "root",
   "proof": [hashes]}``, the consistency proof from the kept checkpoint to the export's log).
 * proof: ``origin``, ``index``, ``size``, ``root``, ``leaf``, ``head``, ``run``, ``records``,
-  ``signed_records``, ``witnesses``, ``ignored``, ``log_keys``.
+  ``signed_records``, ``outcome`` (with ``--records`` ending in the run's seal record: the
+  outcome it names, which the inclusion proof covers), ``witnesses``, ``ignored``,
+  ``log_keys``.
 * checkpoint: ``origin``, ``size``, ``root``, ``log_keys``, ``witnesses``, ``ignored``,
   ``unknown_signatures`` (lines from keys the policy does not list, ignored).
 * consistency: ``origin``, ``old`` and ``new`` (each ``{"size", "root", "witnesses",
