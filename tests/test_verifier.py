@@ -707,16 +707,27 @@ def test_an_export_of_another_log_fails_at_its_log_key(
     assert b"is not a log of the policy" in r.err
 
 
-def test_an_export_without_checkpoints_is_invalid(
+def test_an_export_without_checkpoints_says_nothing_is_signed_by_the_log(
     journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
+    # docs/export-format.md §7: the format allows it, and the report says plainly that the
+    # log signed nothing in it; only --max-age (a fresh checkpoint required) refuses it.
     data = journal.export
     spans = checkpoint_spans(data)
     stripped = with_end(data[: spans[0][0]] + data[spans[-1][1] :])
     path = journal.write("bare.export", stripped)
     r = verify_export(capsysbinary, path, str(journal.policy_path))
+    assert r.status == 0, r.err
+    facts = r.report["facts"]
+    assert facts["checkpoints"] == [] and facts["uncovered_sealed_runs"] == facts["sealed_runs"]
+    assert r.report["notes"][0].startswith(
+        "the export carries no checkpoint: nothing in it is signed by the log key"
+    )
+    checks = {c["id"]: c["count"] for c in r.report["checks"]}
+    assert checks["checkpoint-signatures"] == 0 and "witness-quorum" not in checks
+    r = verify_export(capsysbinary, path, str(journal.policy_path), "--max-age", "3600")
     assert r.status == 1
-    assert r.failure["kind"] == "unverified" and "no checkpoint" in r.failure["message"]
+    assert r.failure["kind"] == "policy" and "no checkpoint" in r.failure["message"]
 
 
 # --- 3. policies on exports ------------------------------------------------------------------

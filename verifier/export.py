@@ -16,8 +16,12 @@
 4. **Time rules** (:class:`tlog.policy.TimePolicy`): ``max_skew`` applies to every checkpoint
    (a cosignature from the future does not count), ``max_age`` to the last checkpoint only —
    it is the freshness of the export; earlier checkpoints are old by nature.
-5. **At least one checkpoint.** An export that carries none shows nothing signed by the log
-   key, so it is not valid here (the format allows it; an auditor cannot vouch for it).
+5. **An export without a checkpoint** (the format allows it: a log that never published)
+   is judged like any other: nothing in it is signed by the log key, so every sealed run is
+   "beyond the last checkpoint", and the report says so plainly — its first note, and
+   ``uncovered_sealed_runs`` equal to ``sealed_runs``; no witness quorum is judged (there is
+   no checkpoint to judge). With ``max_age`` (``--max-age``) the auditor requires a fresh
+   checkpoint, so an export without one fails (``policy``).
 6. **Since** (``since``: a checkpoint note the auditor kept from before). It must verify under
    one of the policy's logs and name the same origin and log key as the export (else
    :class:`~verifier.report.InputError`, or a ``consistency`` failure when the export is of
@@ -364,16 +368,20 @@ class _Audit:
 
     def finish_prefix(self, line: int) -> None:
         """The first run line or the end line (``line``) is reached: judge the last checkpoint
-        with every time rule (its freshness) and require at least one checkpoint."""
+        with every time rule (its freshness); without a checkpoint, only ``max_age`` fails."""
         if self.prefix_done:
             return
         item = self._last_item
         if item is None:
-            raise LocatedError(
-                "unverified",
-                "the export carries no checkpoint: nothing in it is signed by the log key",
-                line=line,
-            )
+            if self.time_policy is not None and self.time_policy.max_age is not None:
+                raise LocatedError(
+                    "policy",
+                    "the export carries no checkpoint, so nothing shows that it is fresh "
+                    "(--max-age needs a recently cosigned checkpoint)",
+                    line=line,
+                )
+            self.prefix_done = True
+            return
         result = self._evaluate(item, self.time_policy)
         self._require_quorum(item, result)
         self.checkpoints[-1].result = result
@@ -392,6 +400,8 @@ class _Audit:
             self.signature_lines,
             "signature lines",
         )
+        if n == 0:
+            return  # no checkpoint: no quorum and no time rule was judged
         quorum = n if self.scope == "all" else 1
         report.check(
             "witness-quorum",
@@ -771,6 +781,7 @@ def _success(
             "uncovered_sealed_runs": s.sealed_runs - covered,
             "records": s.records,
             "signed_records": s.signed_records,
+            "unsigned_records": s.records - s.signed_records,
             "record_keys_trusted": records_trusted,
             "digest": b64encode(s.digest),
             "lines": lines,
@@ -791,6 +802,12 @@ def _success(
             "root": b64encode(kept.checkpoint.root),
             "proof": [b64encode(h) for h in proof],
         }
+    if not s.checkpoints:
+        report.note(
+            "the export carries no checkpoint: nothing in it is signed by the log key, and no "
+            "witness has seen it; its runs, records and outcomes are protected only by their "
+            "hash chains and by the record signatures they carry"
+        )
     unsealed = s.runs - s.sealed_runs
     if unsealed:
         report.note(
@@ -808,6 +825,13 @@ def _success(
             f"signatures {'it carries' if one else 'they carry'} (the seal record's included); "
             f"a complete rewrite of {'it' if one else 'one'}, with the digest recomputed, "
             "would not be detected"
+        )
+    unsigned = s.records - s.signed_records
+    if unsigned and s.signed_records:
+        report.note(
+            f"{unsigned} record{'s are' if unsigned != 1 else ' is'} not signed: only the hash "
+            "chain (and, for a covered sealed run, the checkpoint) protects "
+            f"{'them' if unsigned != 1 else 'it'}; --require-record-signatures refuses that"
         )
     if not records_trusted and s.signed_records:
         report.note(

@@ -60,10 +60,11 @@ Facts, by verb (hashes are padded base64; sizes and counts are integers):
 
 * export: ``origin``, ``log_key``, ``log_size``, ``log_root``, ``runs``, ``sealed_runs``,
   ``unsealed_runs``, ``uncovered_sealed_runs``, ``records``, ``signed_records``,
-  ``record_keys_trusted`` (bool), ``digest``, ``lines``, ``checkpoints`` (a list of
-  ``{"line", "size", "root", "witnesses": [names counted], "ignored": [{"witness",
-  "timestamp", "reason"}]}``), ``consistency_proofs``, ``since`` (``{"size", "root",
-  "proof": [hashes]}``, the consistency proof from the kept checkpoint to the export's log).
+  ``unsigned_records``, ``record_keys_trusted`` (bool), ``digest``, ``lines``,
+  ``checkpoints`` (a list of ``{"line", "size", "root", "witnesses": [names counted],
+  "ignored": [{"witness", "timestamp", "reason"}]}``), ``consistency_proofs``, ``since``
+  (``{"size", "root", "proof": [hashes]}``, the consistency proof from the kept checkpoint to
+  the export's log).
 * proof: ``origin``, ``index``, ``size``, ``root``, ``leaf``, ``head``, ``run``, ``records``,
   ``signed_records``, ``outcome`` (with ``--records`` ending in the run's seal record: the
   outcome it names, which the inclusion proof covers), ``witnesses``, ``ignored``,
