@@ -60,7 +60,9 @@ _NO_DATA: Any = object()
 class Append:
     """One record to append: the store assigns seq, epoch, previous hash, hash and signature.
 
-    ``data`` is any canonical-JSON value (no floats); leave it out for a record without data.
+    ``data`` is any canonical-JSON value (no floats) but None: leave it out for a record without
+    data (``data=None`` is JSON null, refused: optional fields are absent, never null). The kind
+    ``RunSealed`` is reserved for the seal record :meth:`JournalStore.seal` writes.
     """
 
     run: str

@@ -39,7 +39,8 @@ Input formats (read as bytes and parsed strictly):
   key's own name does not matter: each tenant's checkpoints are signed under the name
   ``<origin>/<tenant>``, the tenant log's origin;
 * ``--data`` and batch lines: JSON (RFC 8259) with no repeated object key, no floating-point
-  number, no NaN or infinity, integers within +-(2^53-1), strings without lone surrogates; the
+  number, no NaN or infinity, integers within +-(2^53-1), strings without lone surrogates, at
+  most 64 levels deep, and not ``null`` as a whole (a record without data leaves it out); the
   store writes the canonical form (:mod:`tlog.journal`);
 * batch file (``append --batch``): JSON Lines, one object per line, every line ending in LF, no
   empty line, no CR; each object has the key ``kind`` (a string) and optionally ``data`` (any
@@ -947,14 +948,16 @@ examples:
 _EPILOG_APPEND = """\
 Appends records to RUN under EPOCH (which must equal the run's lease epoch, else exit 3).
 One record from the flags: --kind K (a letter, then [A-Za-z0-9_.-]), --data JSON (any JSON
-value: no floats, no repeated keys, integers within +-(2^53-1)), --case C, --effect-key K. Or a
+value but null -- leave --data out for a record without data --: no floats, no repeated keys,
+integers within +-(2^53-1), at most 64 levels deep), --case C, --effect-key K. Or a
 batch with --batch FILE (- is standard input): JSON Lines, one object per line, each line ending
 in a newline, with the keys kind, and optionally data, case, effect_key -- any other key is
 refused with its line number. A batch is written atomically: all of it or nothing.
 
-Two kinds mean something to the store: EffectStarted with an effect key is accepted once per
+Three kinds mean something to the store: EffectStarted with an effect key is accepted once per
 (run, effect key) -- a second one is refused (exit 3); RunConcluded with data.outcome feeds the
-outcome index.
+outcome index; RunSealed is reserved for the seal record that 'seal' writes (refused here, exit
+2).
 
 Prints one line per record: 'SEQ HASH' (the record's chain hash, base64). --json prints
 {"run": ..., "records": [{"seq": ..., "hash": ...}]}.
