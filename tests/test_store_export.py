@@ -334,7 +334,7 @@ def test_cross_backend_restore_is_byte_identical(
 def test_empty_store_round_trip(dbs: Databases, tmp_path: Path) -> None:
     source = dbs.open(dbs.new("sqlite"))
     data = export_bytes(source, witness_keys=[], record_keys=[])
-    assert data.startswith(b"tlog-toolkit export v1\norigin example.com/journal/default\n")
+    assert data.startswith(b"tlog-toolkit export v2\norigin example.com/journal/default\n")
     assert data.count(b"\n") == 4  # magic, origin, log-key, end
     target = dbs.open(dbs.new("sqlite"))
     summary = restore_bytes(target, data, tmp_path)

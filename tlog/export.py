@@ -1,4 +1,4 @@
-"""The export file format: a whole journal and its log in one streaming file (version 1).
+"""The export file format: a whole journal and its log in one streaming file (version 2).
 
 An export carries everything an auditor needs to check a journal offline: the log's origin and
 keys, every published checkpoint with its cosignatures, and every run with the exact bytes,
@@ -8,7 +8,7 @@ summary and the two must agree.
 
 The file is UTF-8, LF-terminated lines, no CR anywhere, no empty line outside checkpoint notes::
 
-    tlog-toolkit export v1                                   magic, line 1
+    tlog-toolkit export v2                                   magic, line 1
     origin <origin>                                          = the log key's name
     log-key <vkey>                                           type 0x01 (Ed25519)
     record-key <vkey>                   0..n, type 0x01      strictly increasing (bytes)
@@ -129,7 +129,8 @@ from tlog.note import (
     parse_signature_line,
 )
 
-MAGIC = b"tlog-toolkit export v1"
+MAGIC = b"tlog-toolkit export v2"
+_MAGIC_V1 = b"tlog-toolkit export v1"  # before seal records: refused with its own reason
 """The first line of every version-1 export (without its LF)."""
 
 HASH_TEXT_SIZE = 44
@@ -683,6 +684,13 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
     got = lines.next()
     if got is None:
         raise ExportFormatError(1, f"the export is empty (expected {MAGIC.decode()!r})")
+    if got[1] == _MAGIC_V1:
+        raise ExportFormatError(
+            1,
+            "this is a version 1 export, which is no longer read: its sealed runs carry no seal"
+            " record, so no signature covers their outcomes; export the store again with this"
+            " version",
+        )
     if got[1] != MAGIC:
         raise ExportFormatError(1, f"expected {MAGIC.decode()!r}, found {_describe(got[1])}")
 
