@@ -25,6 +25,10 @@ linger     the response is handed over, the request's body was    closed (``idle
            bytes still arrive and are not a new request
 =========  =====================================================  =============================
 
+Deadlines are checked by one sweep of the process's connections every tick (a quarter of the
+shorter of ``idle_timeout`` and ``header_timeout``, at most 0.5 s), so each is kept to within
+a tick, and a request costs no timer operation.
+
 Only a connection in the request phase is busy: every other one may be evicted (below), so a
 client can hold a connection only by sending requests the application handles, each within
 ``request_timeout``.
@@ -56,6 +60,7 @@ import asyncio
 import collections
 import contextlib
 import ipaddress
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -70,6 +75,8 @@ __all__ = [
     "Limits",
 ]
 
+
+_MAX_TICK = 0.5  # seconds between two sweeps of the deadlines, at most
 
 OnClose = Callable[[str, int | None, str, float], None]
 """``on_close(reason, status or None, client address, seconds the connection lived)``."""
@@ -126,7 +133,7 @@ class _Conn(asyncio.Protocol):
         self.started = False  # a byte other than CR and LF arrived in the headers phase
         self.tail = b""  # the last bytes seen in the headers phase (a terminator may straddle)
         self.responses = 0  # requests handed to the application (a response may be on the wire)
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = math.inf  # loop time at which the phase ends (checked by the sweep)
         self.closing_reason: str | None = None
         self.admitted = False
 
@@ -194,9 +201,7 @@ class _Conn(asyncio.Protocol):
         return result
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.deadline = math.inf
         if not self.admitted:
             return
         self.guard.release(self)
@@ -227,12 +232,11 @@ class _Conn(asyncio.Protocol):
             deadline = limits.header_timeout if phase == _HEADERS else limits.idle_timeout
             guard.evictable[self] = None
             guard.evictable.move_to_end(self)
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = guard.loop.call_at(now + deadline, self.expire)
+        self.deadline = now + deadline
 
     def expire(self) -> None:
-        self.timer = None
+        """The phase's deadline passed (called by the guard's sweep)."""
+        self.deadline = math.inf
         if self.phase in (_IDLE, _LINGER):
             self.close("idle")
         elif self.phase == _WAITING:
@@ -302,12 +306,29 @@ class ConnectionGuard:
         self.evictable: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self.closed: collections.Counter[str] = collections.Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Deadlines are checked by one sweep over the connections every `tick` seconds, not by
+        # a timer per connection: a request then moves its connection through its phases with
+        # no timer to cancel and re-arm, and a deadline is kept to within a tick.
+        self.tick = min(_MAX_TICK, min(limits.idle_timeout, limits.header_timeout) / 4)
+        self._sweeping = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._loop
+
+    def sweep(self) -> None:
+        """Expire the connections whose phase's deadline passed; run again in a tick while
+        any connection is open (a handle, not a task: nothing is left pending when the loop
+        closes)."""
+        now = self.loop.time()
+        for conn in [c for c in self.conns.values() if c.deadline <= now]:
+            conn.expire()
+        if self.conns:
+            self.loop.call_later(self.tick, self.sweep)
+        else:
+            self._sweeping = False
 
     def wrap(self, factory: Callable[[], Any]) -> Callable[[], asyncio.Protocol]:
         """A protocol factory for ``loop.create_server``: ``factory``'s protocol, guarded."""
@@ -332,6 +353,9 @@ class ConnectionGuard:
         assert conn.transport is not None
         self.conns[conn.transport] = conn
         self.per_client[conn.client] += 1
+        if not self._sweeping:
+            self._sweeping = True
+            self.loop.call_later(self.tick, self.sweep)
         return None
 
     def forget(self, conn: _Conn) -> None:
