@@ -238,6 +238,16 @@ def _bound(family: int, sockaddr: Any, *, listen: bool, reuse_port: bool = True)
 def _listen_all(host: str, port: int) -> list[socket.socket]:
     """Listening sockets on every address of ``host`` (one process); with port 0, one port
     for all."""
+    return _bind_all(
+        host, port, lambda family, sockaddr: _bound(family, sockaddr, listen=True, reuse_port=False)
+    )
+
+
+def _bind_all(
+    host: str, port: int, bind: Callable[[int, Any], socket.socket]
+) -> list[socket.socket]:
+    """``bind(family, sockaddr)`` for every address of ``host``; with port 0, the port the
+    first one took for all. All or none: a failure closes what was bound (UsageError)."""
     socks: list[socket.socket] = []
     try:
         for family, resolved in _addresses(host, port):
@@ -245,7 +255,7 @@ def _listen_all(host: str, port: int) -> list[socket.socket]:
             if port == 0 and socks:
                 sockaddr = (resolved[0], socks[0].getsockname()[1], *resolved[2:])
             try:
-                socks.append(_bound(family, sockaddr, listen=True, reuse_port=False))
+                socks.append(bind(family, sockaddr))
             except OSError as e:
                 raise _cannot_listen(format_listen(host, port), e) from None
     except BaseException:
@@ -293,23 +303,13 @@ def _reserve(host: str, port: int) -> list[socket.socket]:
     anything listens there — in particular another witness's workers, whose own
     ``SO_REUSEPORT`` sockets would otherwise let a second witness join their port and answer
     half of its connections with another key and another state."""
-    held: list[socket.socket] = []
-    try:
-        for family, resolved in _addresses(host, port):
-            sockaddr = resolved
-            if port == 0 and held:
-                sockaddr = (resolved[0], held[0].getsockname()[1], *resolved[2:])
-            try:
-                with _bound(family, sockaddr, listen=False, reuse_port=False) as probe:
-                    sockaddr = (sockaddr[0], probe.getsockname()[1], *sockaddr[2:])
-                held.append(_bound(family, sockaddr, listen=False))
-            except OSError as e:
-                raise _cannot_listen(format_listen(host, port), e) from None
-    except BaseException:
-        for s in held:
-            s.close()
-        raise
-    return held
+
+    def reserve(family: int, sockaddr: Any) -> socket.socket:
+        with _bound(family, sockaddr, listen=False, reuse_port=False) as probe:
+            sockaddr = (sockaddr[0], probe.getsockname()[1], *sockaddr[2:])
+        return _bound(family, sockaddr, listen=False)
+
+    return _bind_all(host, port, reserve)
 
 
 def _die_with_parent(parent: int) -> None:
