@@ -1,0 +1,68 @@
+"""The import directions between the packages (issue 11's layering, as far as it holds today).
+
+``tlog`` is the formats: the standard library and its crypto and JSON dependencies only.
+``verifier`` checks offline: no database code, no store, no witness. ``witness`` may use the
+storage engine of ``store`` (``store.db``) and nothing else of ``store``. Every import statement
+counts, also those inside functions (imported lazily).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TLOG_THIRD_PARTY = {"cryptography", "nacl", "orjson"}
+"""What tlog may import beside the standard library and itself (pyproject.toml's core)."""
+
+DATABASE_DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
+
+
+def imports(package: str) -> list[tuple[str, int, str]]:
+    """(file, line, imported module) for every import in ``package``'s modules."""
+    out = []
+    for path in sorted((ROOT / package).glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out += [(path.name, node.lineno, a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                out.append((path.name, node.lineno, node.module))
+    return out
+
+
+def top(module: str) -> str:
+    return module.split(".", 1)[0]
+
+
+def test_the_scan_sees_imports() -> None:
+    # The scan itself: it finds lazy imports (inside functions) too.
+    found = {m for _, _, m in imports("witness")}
+    assert {"aiohttp", "tlog.checkpoint", "uvloop"} <= found
+
+
+def test_tlog_imports_only_the_standard_library_and_its_crypto() -> None:
+    bad = [
+        (f, n, m)
+        for f, n, m in imports("tlog")
+        if top(m) not in sys.stdlib_module_names and top(m) not in TLOG_THIRD_PARTY | {"tlog"}
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("forbidden", ["store", "witness", *sorted(DATABASE_DRIVERS), "aiohttp"])
+def test_verifier_imports_no_database_code(forbidden: str) -> None:
+    assert [(f, n, m) for f, n, m in imports("verifier") if top(m) == forbidden] == []
+
+
+def test_witness_uses_nothing_of_store_but_its_storage_engine() -> None:
+    bad = [
+        (f, n, m)
+        for f, n, m in imports("witness")
+        if top(m) == "store" and m != "store.db" and not m.startswith("store.db.")
+    ]
+    assert bad == []
