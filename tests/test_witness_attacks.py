@@ -414,9 +414,9 @@ def test_slowloris_past_the_cap(target: Target) -> None:
 
 
 def test_connections_aiohttp_answers_itself_are_never_busy(target: Target) -> None:
-    """Blank lines before a request line (HTTP skips them), or requests aiohttp answers
-    without the application (an unsupported Expect: 417): such a connection never counts as
-    busy, so a thousand of them cannot keep a legitimate client out of a full server."""
+    """Blank lines before a request line (HTTP skips them), or a request answered at once
+    (an unknown Expect, then a body that is not a request): such a connection is never busy
+    for long, so a thousand of them cannot keep a legitimate client out of a full server."""
     t = target
     per = 300
     n = t.cap_total + 100
@@ -619,6 +619,19 @@ def test_chunked_and_header_floods(target: Target) -> None:
             b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nTransfer-Encoding: chunked\r\n\r\n"
             + chunk * 40,
             413,
+        ),
+        # A declared body larger than max_body: 413 before reading it; with Expect:
+        # 100-continue, the 413 at once and no 100 first.
+        (
+            b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nExpect: 100-continue\r\n"
+            b"Content-Length: 99999999\r\n\r\n",
+            413,
+        ),
+        # An expectation the witness does not know is ignored: the request is answered as is.
+        (
+            b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nExpect: 200-ok\r\n"
+            b"Content-Length: 4\r\nConnection: close\r\n\r\nabcd",
+            400,
         ),
         # A declared body larger than max_body: 413 before reading it.
         (

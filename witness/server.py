@@ -637,6 +637,22 @@ class _Witness:
             json.dumps({"endpoint": "http", "status": status, "error": error, "client": client})
         )
 
+    async def expect(self, request: web.Request) -> None:
+        """The ``Expect`` header, before the handler (aiohttp calls it outside the middleware).
+
+        ``100-continue`` gets its interim 100 only when the declared body is one the witness
+        will read: a larger one gets its 413 at once instead (RFC 9110 §10.1.1 lets a server
+        answer with the final status), without the client sending it. Any other expectation is
+        ignored, as RFC 9110 allows, rather than answered 417 outside the request log: the
+        handler then answers the request as it is."""
+        declared = request.content_length
+        if declared is not None and declared > self.max_body:
+            return
+        expect = request.headers.get("Expect", "")
+        if request.version == aiohttp.HttpVersion11 and expect.lower() == "100-continue":
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0  # the interim response is not the answer
+
     async def read_body(self, request: web.Request) -> bytes:
         """The request body, within the size cap (413) and the read deadline (408)."""
         declared = request.content_length
@@ -1205,9 +1221,19 @@ def make_app(
         witness.stopping = True
 
     app.on_shutdown.append(on_shutdown)
-    app.router.add_post(f"{sub}/add-checkpoint", witness.add_checkpoint, name="add-checkpoint")
+    app.router.add_post(
+        f"{sub}/add-checkpoint",
+        witness.add_checkpoint,
+        name="add-checkpoint",
+        expect_handler=witness.expect,
+    )
     if witness.subtree_signers:
-        app.router.add_post(f"{sub}/sign-subtree", witness.sign_subtree, name="sign-subtree")
+        app.router.add_post(
+            f"{sub}/sign-subtree",
+            witness.sign_subtree,
+            name="sign-subtree",
+            expect_handler=witness.expect,
+        )
     app.router.add_get(
         mon + "/{hash:[0-9a-f]{64}}/checkpoint", witness.monitoring, name="monitoring"
     )
