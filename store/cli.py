@@ -108,6 +108,7 @@ from tlog.clifiles import (
 from tlog.clirun import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
 from tlog.encoding import b64encode
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
+from tlog.export import ExportFormatError
 from tlog.journal import (
     GENESIS,
     ChainError,
@@ -1330,7 +1331,8 @@ _STATUSES = (
         lambda e: f"the write may or may not have been written (read back before retrying): {e}",
     ),
     Exit(BackendError, EXIT_BACKEND),
-    Exit((CorruptError, VerificationError), EXIT_UNVERIFIED),
+    # An export that does not follow its format does not verify (as tlog-verify says).
+    Exit((CorruptError, VerificationError, ExportFormatError), EXIT_UNVERIFIED),
     Exit(
         (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError),
         EXIT_REFUSED,
@@ -1345,7 +1347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     This is the one place where exceptions become exit statuses (:data:`_STATUSES`, then the
     common rules of :func:`tlog.clirun.run`), each with one line on standard error:
-    CorruptError and VerificationError → 1; MalformedError, UsageError, OSError,
+    CorruptError, VerificationError and ExportFormatError → 1; MalformedError, UsageError, OSError,
     UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
     LeaseNotHeldError, DuplicateEffectError, RunSealedError → 3; BackendError and
     CommitUnknownError → 4. ``--help`` exits 0 through SystemExit, as argparse does.

@@ -1087,6 +1087,20 @@ def test_restore_refuses_a_tampered_export(db: str, tmp_path: Path) -> None:
     assert ok(["verify", "--db", copy]) == b""  # nothing was restored
 
 
+def test_restore_of_a_malformed_export_exits_1_like_tlog_verify(db: str, tmp_path: Path) -> None:
+    """An export that does not follow the format does not verify: 1, as tlog-verify says, not
+    2 (unusable input); the restore help says so too."""
+    e = acquire(db)
+    append(db, "r", e, "K")
+    data = ok(["export", "--db", db])
+    bad = tmp_path / "bad.export"
+    bad.write_bytes(data.replace(b"run r 1\n", b"run r 01\n"))
+    copy = str(tmp_path / "copy.db")
+    ok(["init", "--db", copy, "--key", db + ".key", "--origin", ORIGIN])
+    assert "leading zero" in fails(["restore", str(bad), "--db", copy], 1)
+    assert ok(["verify", "--db", copy]) == b""
+
+
 def cosigned_store(db: str) -> tuple[Any, bytes]:
     """A store with a sealed run and a kept checkpoint cosigned by a witness; (witness, note)."""
     sealed_run(db)
