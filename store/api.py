@@ -45,13 +45,16 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from store.errors import CorruptError
 from tlog.checkpoint import Checkpoint
+from tlog.errors import MalformedError, UsageError
 from tlog.journal import GENESIS, ChainError, Record, RecordSignature, verify_chain
+from tlog.keys import format_vkey
+from tlog.note import Verifier
 
 _NO_DATA: Any = object()
 
@@ -336,3 +339,26 @@ class JournalStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def declared_keys(
+    vkeys: Sequence[str], what: str, parse: Callable[[str], Verifier]
+) -> dict[str, Verifier]:
+    """Canonical vkey text -> verifier (``parse``), for the keys a caller declares: repeats of
+    one key merged, two keys with one (name, key ID) refused (UsageError, naming ``what``)."""
+    if isinstance(vkeys, str | bytes) or not isinstance(vkeys, Sequence):
+        raise UsageError(f"the {what} keys are a sequence of vkeys, not one string")
+    out: dict[str, Verifier] = {}
+    for vkey in vkeys:
+        if not isinstance(vkey, str):
+            raise UsageError(f"a {what} key is a vkey string, not {type(vkey).__name__}")
+        try:
+            v = parse(vkey)
+        except MalformedError as e:
+            raise UsageError(f"{what} key {vkey[:60]!r}: {e}") from None
+        out[format_vkey(v)] = v
+    by_key: dict[tuple[str, int], str] = {}
+    for text, v in out.items():
+        if by_key.setdefault((v.name, v.key_id), text) != text:
+            raise UsageError(f"two different {what} keys have the name and key ID of {text}")
+    return out

@@ -73,11 +73,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from store.api import Append, JournalStore, Seal
+from store.api import Append, JournalStore, Seal, declared_keys
 from store.errors import CorruptError, StoreError
 from tlog.checkpoint import Checkpoint
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
@@ -92,7 +92,7 @@ from tlog.export import (
     verify_export,
 )
 from tlog.journal import RecordSignature
-from tlog.keys import cosigner_from_vkey, format_vkey, parse_vkey
+from tlog.keys import cosigner_from_vkey, parse_vkey
 from tlog.note import TYPE_ED25519, Verifier, parse_note
 
 PAGE = 1000
@@ -147,39 +147,17 @@ def _key_of(v: Verifier) -> tuple[str, int]:
     return (v.name, v.key_id)
 
 
-def _declared(
-    vkeys: Sequence[str], what: str, parse: Callable[[str], Verifier]
-) -> dict[str, Verifier]:
-    """Canonical vkey text -> verifier, for the caller's keys (repeats of one key merged)."""
-    if isinstance(vkeys, str | bytes):
-        raise UsageError(f"the {what} keys are a sequence of vkeys, not one string")
-    out: dict[str, Verifier] = {}
-    for vkey in vkeys:
-        if not isinstance(vkey, str):
-            raise UsageError(f"a {what} key is a vkey string, not {type(vkey).__name__}")
-        try:
-            v = parse(vkey)
-        except MalformedError as e:
-            raise UsageError(f"{what} key {vkey[:60]!r}: {e}") from None
-        out[format_vkey(v)] = v
-    by_key: dict[tuple[str, int], str] = {}
-    for text, v in out.items():
-        if by_key.setdefault(_key_of(v), text) != text:
-            raise UsageError(f"two different {what} keys have the name and key ID of {text}")
-    return out
-
-
 def _check_keys(
     log_vkey: str, witness_keys: Sequence[str], record_keys: Sequence[str]
 ) -> tuple[dict[str, Verifier], dict[str, Verifier]]:
     """The declared witness and record keys, canonical, checked as the header requires."""
     # cosigner_from_vkey gives 0x04 or 0x06 only (a 0x01 vkey becomes its 0x04 form).
-    witnesses = _declared(witness_keys, "witness", cosigner_from_vkey)
+    witnesses = declared_keys(witness_keys, "witness", cosigner_from_vkey)
     log = _key_of(parse_vkey(log_vkey))
     for text, v in witnesses.items():
         if _key_of(v) == log:
             raise UsageError(f"witness key {text} has the log key's name and key ID")
-    records = _declared(record_keys, "record", parse_vkey)
+    records = declared_keys(record_keys, "record", parse_vkey)
     for text, v in records.items():
         if v.key_type != TYPE_ED25519:
             raise UsageError(f"record key {text} has type 0x{v.key_type:02x}, not 0x01 (Ed25519)")

@@ -126,7 +126,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from store.api import Append, Cancellation, Head, Inclusion, JournalStore, Lease, Seal
+from store.api import (
+    Append,
+    Cancellation,
+    Head,
+    Inclusion,
+    JournalStore,
+    Lease,
+    Seal,
+    declared_keys,
+)
 from store.errors import (
     BackendError,
     CommitUnknownError,
@@ -622,18 +631,8 @@ def _check_signatures(signatures: object, count: int) -> list[RecordSignature | 
 
 def _witness_verifiers(witness_keys: Sequence[str]) -> dict[tuple[str, int], Verifier]:
     """(key name, key ID) -> cosignature verifier, for the witness vkeys a caller declares."""
-    if isinstance(witness_keys, str | bytes) or not isinstance(witness_keys, Sequence):
-        raise UsageError("witness_keys is a sequence of vkeys")
-    out: dict[tuple[str, int], Verifier] = {}
-    for vkey in witness_keys:
-        if not isinstance(vkey, str):
-            raise UsageError(f"a witness key is a vkey string, not {type(vkey).__name__}")
-        try:
-            v = cosigner_from_vkey(vkey)
-        except MalformedError as e:
-            raise UsageError(f"witness key {vkey[:60]!r}: {e}") from None
-        out[(v.name, v.key_id)] = v
-    return out
+    declared = declared_keys(witness_keys, "witness", cosigner_from_vkey)
+    return {(v.name, v.key_id): v for v in declared.values()}
 
 
 def _unkeepable(s: Signature, witness_keys: Sequence[str]) -> str:
