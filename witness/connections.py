@@ -127,7 +127,6 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client = ""
         self.phase = _IDLE
-        self.since = 0.0  # when the phase's clock started
         self.opened = 0.0
         self.header_bytes = 0
         self.started = False  # a byte other than CR and LF arrived in the headers phase
@@ -221,7 +220,6 @@ class _Conn(asyncio.Protocol):
         guard = self.guard
         now = guard.loop.time()
         self.phase = phase
-        self.since = now
         limits = guard.limits
         if phase == _WAITING:
             return  # the headers phase's deadline and place among the evictable stay
@@ -304,7 +302,6 @@ class ConnectionGuard:
         self.per_client: collections.Counter[str] = collections.Counter()
         # Idle and headers-phase connections, the longest in their phase first.
         self.evictable: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
-        self.closed: collections.Counter[str] = collections.Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Deadlines are checked by one sweep over the connections every `tick` seconds, not by
         # a timer per connection: a request then moves its connection through its phases with
@@ -374,7 +371,6 @@ class ConnectionGuard:
         self.forget(conn)
 
     def report(self, reason: str, status: int | None, client: str, seconds: float) -> None:
-        self.closed[reason] += 1
         if self.on_close is not None:
             self.on_close(reason, status, client, seconds)
 
