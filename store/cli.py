@@ -95,9 +95,10 @@ from store.errors import (
     RunSealedError,
 )
 from store.open import init_store, open_store
-from tlog import clifiles, clirun
 from tlog.checkpoint import Checkpoint
-from tlog.clifiles import (
+from tlog.cli import files as clifiles
+from tlog.cli import run as clirun
+from tlog.cli.files import (
     create_private,
     input_name,
     is_stdin,
@@ -105,7 +106,7 @@ from tlog.clifiles import (
     read_input,
     read_key_file,
 )
-from tlog.clirun import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
+from tlog.cli.run import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
 from tlog.encoding import b64encode
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.export import ExportFormatError
@@ -1339,14 +1340,14 @@ _STATUSES = (
     ),
 )
 """How ``tlog-store``'s own exceptions map to exit statuses, checked in this order before the
-common rules of :mod:`tlog.clirun`."""
+common rules of :mod:`tlog.cli.run`."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-store`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
     This is the one place where exceptions become exit statuses (:data:`_STATUSES`, then the
-    common rules of :func:`tlog.clirun.run`), each with one line on standard error:
+    common rules of :func:`tlog.cli.run.run`), each with one line on standard error:
     CorruptError, VerificationError and ExportFormatError → 1; MalformedError, UsageError, OSError,
     UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
     LeaseNotHeldError, DuplicateEffectError, RunSealedError → 3; BackendError and

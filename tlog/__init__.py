@@ -12,8 +12,9 @@ One module per concept, each module docstring being the format's definition:
 * :mod:`tlog.policy` — C2SP tlog-policy files and their evaluation;
 * :mod:`tlog.tiles` — C2SP tlog-tiles paths and tile math.
 
-Nothing here does I/O except the ``tlog`` command (:mod:`tlog.cli`), which nothing imports, and
-:mod:`tlog.clirun` and :mod:`tlog.clifiles`, the command-line plumbing (one error line on
-stderr, the exit statuses, input files, atomic output files) that all four commands share.
+Nothing here does I/O except the command-line layer :mod:`tlog.cli`, which no format module
+imports: the ``tlog`` command (:mod:`tlog.cli.command`), and :mod:`tlog.cli.run` and
+:mod:`tlog.cli.files`, the plumbing (verbs declared once, one error line on stderr, the exit
+statuses, input files, atomic output files) that all four commands share.
 Errors are the small hierarchy of :mod:`tlog.errors`.
 """

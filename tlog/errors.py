@@ -16,7 +16,7 @@ One small hierarchy, so that callers branch on what happened, never on message t
 * :class:`UsageError` — the caller broke a stated precondition (an index past the tree size,
   a key name with a space). It is a programming or command-line error, not bad data.
 
-The mapping of these classes to process exit statuses lives in :mod:`tlog.cli` only; the
+The mapping of these classes to process exit statuses lives in :mod:`tlog.cli.run` only; the
 mapping to HTTP statuses lives in the witness server only.
 """
 

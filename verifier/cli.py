@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from tlog.clirun import Exit, add_verb, command_parser, run, utf8_arg, write_error
+from tlog.cli.run import Exit, add_verb, command_parser, run, utf8_arg, write_error
 from tlog.encoding import parse_decimal, parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.policy import DEFAULT_MAX_SKEW, Log, Policy, TimePolicy
@@ -573,14 +573,14 @@ def _judge(args: argparse.Namespace) -> int:
 
 _STATUSES = (Exit(KeyboardInterrupt, 130, lambda e: "interrupted"),)  # the shell's 128 + SIGINT
 """How ``tlog-verify`` maps the exceptions :func:`_judge` lets through, before the common
-rules of :mod:`tlog.clirun` (argparse errors, a closed standard output: 2)."""
+rules of :mod:`tlog.cli.run` (argparse errors, a closed standard output: 2)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-verify`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
     The one place where exceptions become statuses (:func:`_judge`, :data:`_STATUSES`, then the
-    common rules of :func:`tlog.clirun.run`): a verb returns its report (0 or 1); UsageError,
+    common rules of :func:`tlog.cli.run.run`): a verb returns its report (0 or 1); UsageError,
     OSError and any other escaping exception give 2 with one line on standard error (and,
     with ``--json``, a report whose failure says why); KeyboardInterrupt gives 130. ``--help``
     exits 0 through SystemExit, as argparse does.

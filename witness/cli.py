@@ -82,8 +82,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tlog import clifiles, clirun
-from tlog.clifiles import (
+from tlog.cli import files as clifiles
+from tlog.cli import run as clirun
+from tlog.cli.files import (
     create_private,
     input_name,
     is_stdin,
@@ -91,7 +92,7 @@ from tlog.clifiles import (
     read_input,
     read_key_file,
 )
-from tlog.clirun import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
+from tlog.cli.run import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
     TYPE_SUBTREE_V1,
@@ -1229,14 +1230,14 @@ _STATUSES = (
     Exit(KeyboardInterrupt, EXIT_INTERRUPTED, lambda e: "interrupted"),
 )
 """How ``tlog-witness``'s own exceptions map to exit statuses, checked in this order before
-the common rules of :mod:`tlog.clirun`."""
+the common rules of :mod:`tlog.cli.run`."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-witness`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
     The one place where exceptions become exit statuses (:data:`_STATUSES`, then the common
-    rules of :func:`tlog.clirun.run`), each with one line on standard error:
+    rules of :func:`tlog.cli.run.run`), each with one line on standard error:
     CorruptStateError and VerificationError → 1; MalformedError, UsageError, OSError,
     UnicodeDecodeError and argparse errors → 2; BackendError, CommitUnknownError, other state
     errors and FetchError → 4; KeyboardInterrupt → 130. ``--help`` exits 0 through
