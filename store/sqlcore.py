@@ -67,15 +67,9 @@ _RUN_STATE = (
 
 
 class SQLCore(JournalStore):
-    """The state of a journal store handle over one SQL database through a :class:`Dialect`.
-
-    Requires: the database was initialised (:meth:`initialise`), else :class:`UsageError`
-    ("not initialised: run tlog-store init"). ``tenant`` must pass
-    :func:`tlog.journal.check_tenant`. ``key``, when given, must be the type-0x01 Ed25519 key
-    the store was initialised with (:class:`UsageError` otherwise); it is needed only by
-    :meth:`sign_checkpoint`. ``record_signer`` signs every record appended through this handle.
-    ``clock`` (whole Unix seconds) overrides the dialect's clock.
-    """
+    """A journal store handle's state over one SQL database through a :class:`Dialect`: its
+    session, tenant, keys and clock (the arguments, and what they require, are
+    :class:`store.sql.SQLStore`'s), and the helpers every operation uses."""
 
     def __init__(
         self,
