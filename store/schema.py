@@ -1,6 +1,7 @@
 """The journal's schema: its tables, its constraints, and the readers of its rows.
 
-Schema (created idempotently by :meth:`SQLStore.initialise`; the tenant leads every key)::
+Schema (created idempotently by :meth:`store.sql.SQLStore._initialise`; the tenant leads every
+key)::
 
     meta         (singleton=1, schema_version, base_origin, log_vkey)
     journal      (tenant, run, seq, epoch, kind, case_id, effect_key, raw, prev_hash, hash,
