@@ -2,7 +2,10 @@
 
 Each carries what the caller needs to act. They share :class:`StoreError`, itself a
 :class:`tlog.errors.TlogError`; the exit statuses of ``tlog-store`` are mapped from these
-classes in :mod:`store.cli` only.
+classes in :mod:`store.cli` only. The two failures of the database are the storage engine's
+(:mod:`store.db.errors`), named here as the journal's: :class:`BackendError` is both a
+:class:`StoreError` and a :class:`store.db.BackendError`, and likewise
+:class:`CommitUnknownError`.
 
 =====================  ==================================================================
  error                  meaning, and what the caller does
@@ -28,6 +31,7 @@ Malformed arguments (a bad run ID, a batch spanning two runs, a sub-second TTL) 
 
 from __future__ import annotations
 
+from store import db
 from tlog.errors import TlogError
 
 
@@ -97,9 +101,22 @@ class CorruptError(StoreError):
         self.seq = seq
 
 
-class CommitUnknownError(StoreError):
+class CommitUnknownError(StoreError, db.CommitUnknownError):
     """The connection failed between sending COMMIT and its acknowledgement."""
 
 
-class BackendError(StoreError):
+class BackendError(StoreError, db.BackendError):
     """The database failed; the transaction was rolled back."""
+
+
+__all__ = [
+    "BackendError",
+    "CommitUnknownError",
+    "CorruptError",
+    "DuplicateEffectError",
+    "FencedError",
+    "LeaseHeldError",
+    "LeaseNotHeldError",
+    "RunSealedError",
+    "StoreError",
+]

@@ -2,8 +2,9 @@
 
 ``tlog`` is the formats: the standard library and its crypto and JSON dependencies only.
 ``verifier`` checks offline: no database code, no store, no witness. ``witness`` may use the
-storage engine of ``store`` (``store.db``) and nothing else of ``store``. Every import statement
-counts, also those inside functions (imported lazily).
+storage engine of ``store`` (``store.db``) and nothing else of ``store``; the engine itself
+imports the standard library, ``tlog`` and (its PostgreSQL dialect only) psycopg. Every import
+statement counts, also those inside functions (imported lazily).
 """
 
 from __future__ import annotations
@@ -64,5 +65,20 @@ def test_witness_uses_nothing_of_store_but_its_storage_engine() -> None:
         (f, n, m)
         for f, n, m in imports("witness")
         if top(m) == "store" and m != "store.db" and not m.startswith("store.db.")
+    ]
+    assert bad == []
+
+
+def test_the_storage_engine_imports_only_the_standard_library_tlog_and_its_driver() -> None:
+    # store.db is below both schemas (the journal, the witness's state): nothing of store
+    # outside store.db, nothing of witness; psycopg only in the PostgreSQL dialect.
+    bad = [
+        (f, n, m)
+        for f, n, m in imports("store/db")
+        if top(m) not in sys.stdlib_module_names
+        and top(m) != "tlog"
+        and m != "store.db"
+        and not m.startswith("store.db.")
+        and not (f == "postgres.py" and top(m) == "psycopg")
     ]
     assert bad == []

@@ -1,37 +1,14 @@
 """The witness state on SQL: one implementation of :class:`witness.state.WitnessState` for
-every engine, over a small :class:`Dialect` (:mod:`witness.sqlite_state`,
-:mod:`witness.pg_state`).
+every engine — a schema on the storage engine (:mod:`store.db`), on SQLite
+(:mod:`witness.sqlite_state`) and PostgreSQL (:mod:`witness.pg_state`).
 
-This is a compact sibling of the journal store's SQL core (:mod:`store.sql`), with the same
-transaction discipline; the witness does not import the store.
-
-=====================  =====================================================================
- dialect member         what it decides
-=====================  =====================================================================
- ``connect``            open a connection with its session settings (driver autocommit: this
-                        module issues BEGIN/COMMIT itself)
- ``begin_write``        SQLite ``BEGIN IMMEDIATE`` (the write lock up front); PostgreSQL
-                        ``READ COMMITTED`` (correctness from row locks and single statements)
- ``begin_read``         SQLite deferred ``BEGIN`` / PostgreSQL ``REPEATABLE READ READ ONLY``:
-                        one snapshot for every query of a read
- ``lock_suffix``        appended to a SELECT to lock its rows until commit (PostgreSQL
-                        ``FOR UPDATE``; nothing on SQLite, whose writers are serialised)
- ``types``              column types in the DDL
- ``sql``                placeholders: this module writes ``?``
- ``foreign_key``        the error is a foreign-key violation (an origin that is not configured)
- ``retryable``          the whole transaction may simply run again (nothing was written)
- ``commit_unknown``     a COMMIT failed without a verdict (the write may have landed)
- ``init_lock``          serialise concurrent schema creation (PostgreSQL advisory lock)
-=====================  =====================================================================
-
-Transactions. Every operation is one function run by :meth:`Session.transact` inside one
-transaction: BEGIN, the function, COMMIT; any exception rolls back, so a failed operation
-writes nothing. A retryable error, or a connection found broken before COMMIT was sent, runs
-the function again (at most :data:`MAX_ATTEMPTS` times). A COMMIT of a write that fails without
-a verdict raises :class:`CommitUnknownError`; any other driver error becomes
-:class:`BackendError`. A handle has one connection, used by one thread at a time (a lock), and
-reconnects when it finds it broken. None of these errors is a MalformedError: the witness
-server maps them to 500, never to a client error.
+Transactions are the engine's (:mod:`store.db.engine`): every operation is one function run
+by :meth:`store.db.Session.transact` in one transaction, retried as a whole when it may be,
+with the commit-unknown rule; its failures are named here as the state's own errors
+(:class:`BackendError`, :class:`CommitUnknownError`, under :class:`StateError`). None of them
+is a MalformedError: the witness server maps them to 500, never to a client error. What the
+state accepts (origins, keys, a swap's arguments) is :mod:`witness.statecheck`; the export
+file of ``export_state``/``import_state`` is :mod:`witness.statefile`.
 
 Schema (created idempotently when a handle opens; safe from several processes at once)::
 
@@ -61,70 +38,42 @@ The compare-and-swap is ONE statement inside its transaction:
 It is durable when it returns True: SQLite commits with WAL and ``synchronous=FULL`` (the
 WAL is fsynced); PostgreSQL returned COMMIT.
 
-Decisions where the contract leaves room:
+Decisions where the contract leaves room (and :mod:`witness.statecheck`'s rules):
 
-* Origins are non-empty UTF-8 text of at most :data:`MAX_ORIGIN_BYTES` bytes without control
-  characters (Unicode category Cc: U+0000-U+001F, U+007F-U+009F); vkeys parse with
-  :func:`tlog.keys.parse_vkey`, are of type 0x01 (Ed25519) or 0x06 (ML-DSA-44) and at most
-  :data:`MAX_VKEY_BYTES` bytes (the two limits keep a ``log_keys`` key within PostgreSQL's
-  index-row limit). A writer given a bad origin or vkey raises MalformedError; a well-formed
-  key of another type, or a value of the wrong Python type, raises UsageError. A *lookup*
-  (``log``, ``latest``, ``evidence``) of an origin that breaks these rules finds nothing:
-  such a log cannot be configured, so the server answers 404 as for any unknown log.
 * ``add_log`` needs at least one key; repeated keys are kept once. ``LogConfig.keys`` is in
   bytewise order. ``add_key``/``set_disabled``/``set_qpd`` of an unknown origin: UsageError.
-* ``compare_and_swap`` checks ``new`` before touching the database (UsageError, a caller
-  bug): its note must be a signed note whose checkpoint text carries exactly ``new``'s origin,
-  size and root; ``expected`` must name the same origin; ``new.size >= expected.size``, and at
-  equal sizes the roots must be equal (anything else would fork the log). It does not look at
-  ``disabled``: the server refuses a disabled log before it gets here. Re-storing the current
-  (size, root) with a fresh note succeeds (a re-submitted checkpoint gets a new cosignature).
+* ``compare_and_swap`` checks its arguments before touching the database
+  (:func:`witness.statecheck.check_swap`). It does not look at ``disabled``: the server
+  refuses a disabled log before it gets here. Re-storing the current (size, root) with a fresh
+  note succeeds (a re-submitted checkpoint gets a new cosignature).
 * ``evidence`` is ordered by ID, newest first: IDs increase in the order rows were inserted.
 * ``count_request`` is one upsert-increment (``… ON CONFLICT DO UPDATE SET count = count + 1
   RETURNING count``): concurrent requests get distinct, dense counts.
-
-Export format (``export_state``/``import_state``; UTF-8, every line ends in LF, no other
-control characters)::
-
-    tlog-witness-state v1                       exactly this header line
-    log <origin>                                a log block; the origin is the rest of the line
-    key <vkey>                                  one or more, in strictly increasing order
-    qpd <decimal>                               optional: requests per day, 1..2^63-1
-    disabled                                    optional: the log is disabled
-    cosigned <updated_at> <base64 note>         optional: the latest cosigned note
-    end <number of log blocks>                  last line, exactly once (catches truncation)
-
-Log blocks come in strictly increasing origin order; decimals are canonical (no leading
-zero); base64 is canonical and padded. The cosigned note's size and root are those of its
-checkpoint text, whose origin must be the block's; the note must verify with at least one of
-the block's keys (the witness's own cosignature lines are unknown to those keys, and ignored).
-One state has exactly one spelling: parsing then formatting gives the same bytes.
 """
 
 from __future__ import annotations
 
-import abc
-import contextlib
-import re
-import threading
-import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
-from tlog.checkpoint import Checkpoint
-from tlog.cosignature import TYPE_SUBTREE_V1
-from tlog.encoding import MAX_INT63, b64decode, b64encode, parse_decimal
-from tlog.errors import (
-    MalformedError,
-    ProofError,
-    TlogError,
-    UnverifiedNoteError,
-    UsageError,
-    VerificationError,
-)
-from tlog.keys import TYPE_NAMES, parse_vkey
-from tlog.note import TYPE_ED25519, Verifier, open_note, parse_note
+from store.db import MAX_ATTEMPTS, Dialect, Session, StoredValues, Tx, check_int, create_tables
+from store.db import errors as engine
+from tlog.errors import TlogError, UsageError
 from witness.state import Cosigned, Evidence, LogConfig, WitnessState
+from witness.statecheck import (
+    CONTROL,
+    LOG_KEY_TYPES,
+    MAX_ORIGIN_BYTES,
+    MAX_REASON_CHARS,
+    MAX_VKEY_BYTES,
+    check_keys,
+    check_log_vkey,
+    check_origin,
+    check_qpd,
+    check_swap,
+    could_be_configured,
+)
+from witness.statefile import STATE_HEADER, format_state, parse_state
 
 T = TypeVar("T")
 
@@ -132,31 +81,14 @@ SCHEMA_VERSION = 2
 """Version of the schema, recorded in ``witness_meta``. A state of version 1 is upgraded when
 opened (:data:`_UPGRADES`); a state of any other version is refused."""
 
-MAX_ATTEMPTS = 5
-"""How many times a transaction runs when it keeps failing with a retryable error."""
-
-MAX_ORIGIN_BYTES = 512
-"""Longest origin, in UTF-8 bytes."""
-
-MAX_VKEY_BYTES = 2048
-"""Longest log vkey, in UTF-8 bytes (an ML-DSA-44 vkey with a 255-byte name is 2017)."""
-
-MAX_REASON_CHARS = 1024
-"""Longest evidence reason, in characters."""
-
 MAX_EVIDENCE_PER_LOG = 64
 """Evidence rows kept per log: beyond, a proven split view is logged, not kept."""
 
 MAX_EVIDENCE_BYTES_PER_LOG = 32 << 20
 """Bytes of evidence (request and stored note) kept per log: beyond, not kept."""
 
-LOG_KEY_TYPES = (TYPE_ED25519, TYPE_SUBTREE_V1)
-"""Key types a log signs checkpoints with: Ed25519 (0x01) and ML-DSA-44 subtree/v1 (0x06)."""
-
-STATE_HEADER = "tlog-witness-state v1"
-"""First line of an exported state."""
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
+OWNER = "tlog-witness"
+"""The schema's name for the engine's init lock."""
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -166,11 +98,11 @@ class StateError(TlogError):
     """Root of the state's storage errors (never a MalformedError: a server answers 500)."""
 
 
-class BackendError(StateError):
+class BackendError(StateError, engine.BackendError):
     """The database failed; the transaction was rolled back, nothing was written."""
 
 
-class CommitUnknownError(StateError):
+class CommitUnknownError(StateError, engine.CommitUnknownError):
     """COMMIT was sent but no verdict came back: the write may or may not have landed.
 
     After a compare-and-swap, re-read :meth:`~witness.state.WitnessState.latest` before
@@ -182,132 +114,16 @@ class CorruptStateError(StateError):
     """A stored value has the wrong shape (a database edited by hand, or a bug)."""
 
 
-# --- checks of arguments ------------------------------------------------------------------------
+class StateSession(Session):
+    """The engine's session, raising the state's errors."""
+
+    backend_error = BackendError
+    commit_unknown_error = CommitUnknownError
+    closed_message = "the witness state is closed"
+    unknown_advice = "re-read before going on"
 
 
-def check_origin(origin: object) -> str:
-    """Return ``origin`` if it is a usable origin (see the module docstring), else raise
-    MalformedError (UsageError when it is not a str)."""
-    if not isinstance(origin, str):
-        raise UsageError(f"an origin is a str, not {type(origin).__name__}")
-    if not origin:
-        raise MalformedError("the origin is empty")
-    try:
-        size = len(origin.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise MalformedError(f"origin {origin[:60]!r} is not valid Unicode text") from None
-    if size > MAX_ORIGIN_BYTES:
-        raise MalformedError(f"origin {origin[:60]!r}… is longer than {MAX_ORIGIN_BYTES} bytes")
-    bad = _CONTROL.search(origin)
-    if bad:
-        raise MalformedError(
-            f"origin {origin[:60]!r} contains the control character U+{ord(bad.group()):04X}"
-        )
-    return origin
-
-
-def could_be_configured(origin: object) -> bool:
-    """True when ``origin`` could be configured; UsageError when it is not even a str. The
-    server asks before any lookup or cache, so that an origin no log can have costs nothing."""
-    try:
-        check_origin(origin)
-    except MalformedError:
-        return False
-    return True
-
-
-def check_log_vkey(vkey: object) -> Verifier:
-    """Parse a log's vkey (type 0x01 or 0x06, at most :data:`MAX_VKEY_BYTES`); MalformedError
-    when it does not parse, UsageError for another key type or a non-str."""
-    if not isinstance(vkey, str):
-        raise UsageError(f"a vkey is a str, not {type(vkey).__name__}")
-    try:
-        v = parse_vkey(vkey)
-    except MalformedError as e:
-        raise MalformedError(f"log key {vkey[:60]!r}: {e}") from None
-    if len(vkey.encode("utf-8")) > MAX_VKEY_BYTES:
-        raise MalformedError(f"log key {v.name}+{v.key_id:08x} is longer than {MAX_VKEY_BYTES}")
-    if v.key_type not in LOG_KEY_TYPES:
-        kind = TYPE_NAMES.get(v.key_type, "unknown")
-        raise UsageError(
-            f"key {v.name}+{v.key_id:08x} is a {kind} key (type 0x{v.key_type:02x}); a log"
-            " signs with type 0x01 (Ed25519) or 0x06 (ML-DSA-44)"
-        )
-    return v
-
-
-def _check_keys(keys: object) -> list[str]:
-    if isinstance(keys, str) or not isinstance(keys, tuple | list):
-        raise UsageError("a log's keys are a tuple of vkey strings")
-    if not keys:
-        raise UsageError("a log needs at least one key")
-    for k in keys:
-        check_log_vkey(k)
-    return sorted(set(keys))
-
-
-def _check_int(value: object, what: str, lo: int, hi: int = MAX_INT63) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise UsageError(f"{what} must be an integer in [{lo}, {hi}], not {value!r}")
-    return value
-
-
-def _check_qpd(qpd: object) -> int | None:
-    return None if qpd is None else _check_int(qpd, "qpd (requests per day)", 1)
-
-
-def _check_cosigned(c: object, what: str) -> Cosigned:
-    """Shape checks of a Cosigned argument (UsageError: a caller bug)."""
-    if not isinstance(c, Cosigned):
-        raise UsageError(f"{what} is a Cosigned, not {type(c).__name__}")
-    try:
-        check_origin(c.origin)
-    except MalformedError as e:
-        raise UsageError(f"{what}: {e}") from None
-    _check_int(c.size, f"{what}.size", 0)
-    if not isinstance(c.root, bytes) or len(c.root) != 32:
-        raise UsageError(f"{what}.root must be 32 bytes")
-    if not isinstance(c.note, bytes):
-        raise UsageError(f"{what}.note must be bytes")
-    _check_int(c.updated_at, f"{what}.updated_at", 0)
-    return c
-
-
-def _check_new_note(new: Cosigned) -> None:
-    """``new.note`` is a signed note of exactly ``new``'s checkpoint (UsageError otherwise)."""
-    try:
-        text, _ = parse_note(new.note)
-        cp = Checkpoint.parse(text)
-    except (MalformedError, ProofError) as e:
-        raise UsageError(
-            f"log {new.origin}: the new note is not a signed checkpoint: {e}"
-        ) from None
-    if (cp.origin, cp.size, cp.root) != (new.origin, new.size, new.root):
-        raise UsageError(
-            f"log {new.origin}: the new note's checkpoint ({cp.origin}, size {cp.size}) is not"
-            f" the new state's (size {new.size}, its root)"
-        )
-
-
-def _check_swap(expected: Cosigned | None, new: Cosigned) -> None:
-    """The preconditions of a compare-and-swap (UsageError naming the one that fails)."""
-    _check_cosigned(new, "new")
-    if expected is not None:
-        _check_cosigned(expected, "expected")
-        if expected.origin != new.origin:
-            raise UsageError(
-                f"compare_and_swap of log {new.origin} with the expected state of {expected.origin}"
-            )
-        if new.size < expected.size:
-            raise UsageError(
-                f"log {new.origin}: compare_and_swap would move the state back from size"
-                f" {expected.size} to {new.size}"
-            )
-        if new.size == expected.size and new.root != expected.root:
-            raise UsageError(
-                f"log {new.origin}: compare_and_swap would store another root for size {new.size}"
-            )
-    _check_new_note(new)
+_STORED = StoredValues(CorruptStateError)
 
 
 def _swap(tx: Tx, expected: Cosigned | None, new: Cosigned) -> bool:
@@ -331,209 +147,6 @@ def _swap(tx: Tx, expected: Cosigned | None, new: Cosigned) -> bool:
             (*values, new.origin, expected.size, expected.root, new.updated_at),
         )
     return n == 1
-
-
-# --- checks of stored values -------------------------------------------------------------------
-
-
-def _stored_int(value: object, what: str, lo: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= MAX_INT63:
-        raise CorruptStateError(f"stored {what} {value!r} is not an integer >= {lo}")
-    return value
-
-
-def _stored_bytes(value: object, what: str, size: int | None = None) -> bytes:
-    if isinstance(value, memoryview):
-        value = bytes(value)
-    if not isinstance(value, bytes) or (size is not None and len(value) != size):
-        raise CorruptStateError(f"stored {what} is not {size or 'any number of'} bytes")
-    return value
-
-
-def _stored_text(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise CorruptStateError(f"stored {what} is not text")
-    return value
-
-
-def _stored_bool(value: object, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise CorruptStateError(f"stored {what} {value!r} is not a boolean")
-
-
-# --- the dialect and the transaction runner ----------------------------------------------------
-
-
-class Dialect(abc.ABC):
-    """What differs between SQL engines (see the module docstring's table)."""
-
-    name: ClassVar[str]
-    begin_write: ClassVar[str]
-    begin_read: ClassVar[str]
-    lock_suffix: ClassVar[str]
-    types: ClassVar[dict[str, str]]
-    """DDL substitutions: ``key`` (text ordered bytewise), ``blob``, ``bool``, ``serial``
-    (an increasing integer primary key column)."""
-    schema_exists_sql: ClassVar[str]
-    """A query whose single value is true when ``witness_meta`` exists."""
-    driver_errors: ClassVar[tuple[type[Exception], ...]]
-
-    @abc.abstractmethod
-    def connect(self) -> Any:
-        """Open a connection (driver-level autocommit; session settings applied)."""
-
-    def sql(self, text: str) -> str:
-        """Translate ``?`` placeholders to the driver's."""
-        return text
-
-    @abc.abstractmethod
-    def foreign_key(self, exc: Exception) -> bool:
-        """True when ``exc`` is a foreign-key violation."""
-
-    def retryable(self, exc: Exception) -> bool:
-        """True when the failed transaction may run again as a whole."""
-        return False
-
-    @abc.abstractmethod
-    def commit_unknown(self, exc: Exception, conn: Any) -> bool:
-        """True when a failed COMMIT gave no verdict."""
-
-    def usable(self, conn: Any) -> bool:
-        """False when the connection is closed or broken."""
-        return True
-
-    def committed(self, cursor: Any) -> bool:
-        """After COMMIT returned: did it commit?"""
-        return True
-
-    def write_lock(self) -> contextlib.AbstractContextManager[object]:
-        """Held around every write transaction, before BEGIN (default: nothing)."""
-        return contextlib.nullcontext()
-
-    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """Release what the dialect holds beside the connection (default: nothing)."""
-
-    def init_lock(self, tx: Tx) -> None:  # noqa: B027 - optional hook, empty by default
-        """Serialise concurrent schema creators (inside the creating transaction)."""
-
-
-class Tx:
-    """A transaction in progress: statements with ``?`` placeholders, on one cursor."""
-
-    __slots__ = ("_cur", "_d")
-
-    def __init__(self, cursor: Any, dialect: Dialect) -> None:
-        self._cur = cursor
-        self._d = dialect
-
-    @property
-    def dialect(self) -> Dialect:
-        return self._d
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement; return its row count."""
-        self._cur.execute(self._d.sql(sql), tuple(params))
-        return int(self._cur.rowcount)
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._cur.executemany(self._d.sql(sql), rows)
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Every row (fetching all also runs an ``INSERT … RETURNING`` to completion)."""
-        self._cur.execute(self._d.sql(sql), tuple(params))
-        return [tuple(r) for r in self._cur.fetchall()]
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        rows = self.all(sql, params)
-        return rows[0] if rows else None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
-class Session:
-    """One connection, used by one thread at a time, and the transaction runner."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        self._d = dialect
-        self._lock = threading.Lock()
-        self._conn: Any = None
-        self._closed = False
-
-    def _connect(self) -> Any:
-        d = self._d
-        self._discard()
-        try:
-            self._conn = d.connect()
-        except d.driver_errors as e:
-            raise BackendError(f"{d.name}: cannot open the database: {_first_line(e)}") from e
-        return self._conn
-
-    def _discard(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(*self._d.driver_errors):
-                conn.close()
-
-    def _rollback(self, conn: Any) -> None:
-        # No transaction left, or the connection is gone: nothing to undo.
-        with contextlib.suppress(*self._d.driver_errors):
-            conn.cursor().execute("ROLLBACK")
-
-    def transact(self, write: bool, fn: Callable[[Tx], T]) -> T:
-        """Run ``fn`` in one transaction and commit (see the module docstring)."""
-        d = self._d
-        with self._lock, d.write_lock() if write else contextlib.nullcontext():
-            if self._closed:
-                raise UsageError("the witness state is closed")
-            attempt = 0
-            while True:
-                attempt += 1
-                conn = self._conn
-                if conn is None or not d.usable(conn):
-                    conn = self._connect()
-                try:
-                    cur = conn.cursor()
-                    cur.execute(d.begin_write if write else d.begin_read)
-                    result = fn(Tx(cur, d))
-                except d.driver_errors as e:
-                    self._rollback(conn)
-                    # COMMIT was never sent: nothing landed, the whole function may run again.
-                    if attempt < MAX_ATTEMPTS and (d.retryable(e) or not d.usable(conn)):
-                        time.sleep(0.001 * attempt)
-                        continue
-                    raise BackendError(f"{d.name}: {_first_line(e)}") from e
-                except BaseException:
-                    self._rollback(conn)
-                    raise
-                try:
-                    cur.execute("COMMIT")
-                except d.driver_errors as e:
-                    if write and d.commit_unknown(e, conn):
-                        self._rollback(conn)
-                        raise CommitUnknownError(
-                            f"{d.name}: COMMIT failed without a verdict ({_first_line(e)}); "
-                            "the write may or may not have landed: re-read before going on"
-                        ) from e
-                    self._rollback(conn)
-                    if attempt < MAX_ATTEMPTS and d.retryable(e):
-                        time.sleep(0.001 * attempt)
-                        continue
-                    raise BackendError(f"{d.name}: COMMIT failed: {_first_line(e)}") from e
-                if not d.committed(cur):
-                    raise BackendError(f"{d.name}: the transaction was rolled back at COMMIT")
-                return result
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._discard()
-            self._d.close()
 
 
 # --- the schema ---------------------------------------------------------------------------------
@@ -608,7 +221,7 @@ class SQLState(WitnessState):
     def __init__(self, dialect: Dialect, *, create: bool = True, where: str = "") -> None:
         self._d = dialect
         self._where = where or dialect.name
-        self._session = Session(dialect)
+        self._session = StateSession(dialect)
         try:
             version = self._session.transact(
                 create, self._initialise if create else self._check_schema
@@ -620,9 +233,7 @@ class SQLState(WitnessState):
             raise
 
     def _initialise(self, tx: Tx) -> int:
-        tx.dialect.init_lock(tx)
-        for stmt in schema(tx.dialect.types):
-            tx.execute(stmt)
+        create_tables(tx, OWNER, _DDL)
         tx.execute(
             "INSERT INTO witness_meta (singleton, schema_version) VALUES (1, ?)"
             " ON CONFLICT (singleton) DO NOTHING",
@@ -642,7 +253,7 @@ class SQLState(WitnessState):
 
     def _check_schema(self, tx: Tx) -> int:
         """The state's schema version: this code's, or one it upgrades (UsageError else)."""
-        row = tx.one(tx.dialect.schema_exists_sql)
+        row = tx.one(tx.dialect.table_exists_sql("witness_meta"))
         missing = f"{self._where}: no witness state here (create it first)"
         if row is None or not row[0]:
             raise UsageError(missing)
@@ -671,8 +282,8 @@ class SQLState(WitnessState):
         """Follow a new log. Requires: a valid origin, at least one log vkey, qpd None or
         positive. An origin already configured (enabled or disabled) is a UsageError."""
         check_origin(origin)
-        vkeys = _check_keys(keys)
-        qpd = _check_qpd(qpd)
+        vkeys = check_keys(keys)
+        qpd = check_qpd(qpd)
 
         def work(tx: Tx) -> None:
             if not tx.execute(
@@ -728,7 +339,7 @@ class SQLState(WitnessState):
     def set_qpd(self, origin: str, qpd: int | None) -> None:
         """Set (positive) or clear (None) a configured log's quota."""
         check_origin(origin)
-        self._update_log(origin, "qpd", _check_qpd(qpd))
+        self._update_log(origin, "qpd", check_qpd(qpd))
 
     def log(self, origin: str) -> LogConfig | None:
         if not could_be_configured(origin):
@@ -771,7 +382,7 @@ class SQLState(WitnessState):
         """See :meth:`WitnessState.compare_and_swap` and the module docstring. UsageError for a
         malformed ``new``, an origin mismatch, a move backwards, or (expected None) an origin
         that is not configured; CommitUnknownError when the COMMIT got no verdict."""
-        _check_swap(expected, new)
+        check_swap(expected, new)
         return self._write(lambda tx: _swap(tx, expected, new))
 
     def compare_and_swap_many(
@@ -783,7 +394,7 @@ class SQLState(WitnessState):
         nothing is written. The swaps run in order, so a later pair sees an earlier one's
         effect."""
         for expected, new in swaps:
-            _check_swap(expected, new)
+            check_swap(expected, new)
         if not swaps:
             return []
         return self._write(lambda tx: [_swap(tx, expected, new) for expected, new in swaps])
@@ -808,13 +419,13 @@ class SQLState(WitnessState):
         check_origin(origin)
         if not isinstance(reason, str) or not 1 <= len(reason) <= MAX_REASON_CHARS:
             raise UsageError(f"an evidence reason is a str of 1-{MAX_REASON_CHARS} characters")
-        if _CONTROL.search(reason):
+        if CONTROL.search(reason):
             raise UsageError("the evidence reason contains a control character")
         if not isinstance(request, bytes):
             raise UsageError("the evidence request is bytes")
         if stored_note is not None and not isinstance(stored_note, bytes):
             raise UsageError("the stored note is bytes or None")
-        _check_int(at, "the evidence time", 0)
+        check_int(at, "the evidence time", 0)
         if proves is not None and (not isinstance(proves, bytes) or not 1 <= len(proves) <= 64):
             raise UsageError("what evidence proves is 1-64 bytes or None")
         size = len(request) + (0 if stored_note is None else len(stored_note))
@@ -846,13 +457,13 @@ class SQLState(WitnessState):
                 (origin, reason, request, stored_note, at, proves),
             )
             assert row is not None
-            return _stored_int(row[0], "evidence ID", 1)
+            return _STORED.integer(row[0], "evidence ID", 1)
 
         return self._write(work)
 
     def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
         """Kept evidence, newest (highest ID) first; ``limit`` >= 1."""
-        _check_int(limit, "limit", 1)
+        check_int(limit, "limit", 1)
         columns = "SELECT id, origin, reason, request, stored_note, received_at FROM evidence"
         params: tuple[Any, ...]
         if origin is None:
@@ -865,12 +476,12 @@ class SQLState(WitnessState):
         rows = self._read(lambda tx: tx.all(sql, params))
         return [
             Evidence(
-                _stored_int(r[0], "evidence ID", 1),
-                _stored_text(r[1], "evidence origin"),
-                _stored_text(r[2], "evidence reason"),
-                _stored_bytes(r[3], "evidence request"),
-                None if r[4] is None else _stored_bytes(r[4], "evidence stored note"),
-                _stored_int(r[5], "evidence time"),
+                _STORED.integer(r[0], "evidence ID", 1),
+                _STORED.text(r[1], "evidence origin"),
+                _STORED.text(r[2], "evidence reason"),
+                _STORED.blob(r[3], "evidence request"),
+                None if r[4] is None else _STORED.blob(r[4], "evidence stored note"),
+                _STORED.integer(r[5], "evidence time"),
             )
             for r in rows
         ]
@@ -880,7 +491,7 @@ class SQLState(WitnessState):
     def count_request(self, origin: str, day: int) -> int:
         """Count one request of a configured log (UsageError otherwise) on ``day`` >= 0."""
         check_origin(origin)
-        _check_int(day, "day", 0)
+        check_int(day, "day", 0)
 
         def work(tx: Tx) -> int:
             try:
@@ -895,7 +506,7 @@ class SQLState(WitnessState):
                     raise _not_configured(origin) from None
                 raise
             assert row is not None
-            return _stored_int(row[0], "request count", 1)
+            return _STORED.integer(row[0], "request count", 1)
 
         return self._write(work)
 
@@ -949,8 +560,8 @@ class SQLState(WitnessState):
                         continue
                     row = tx.one(select, (o,))  # a concurrent first checkpoint won
                     assert row is not None
-                size = _stored_int(row[0], "size")
-                root = _stored_bytes(row[1], "root", 32)
+                size = _STORED.integer(row[0], "size")
+                root = _STORED.blob(row[1], "root", 32)
                 if cos.size < size:
                     refused.append(
                         f"log {o}: the file's checkpoint (size {cos.size}) is older than the"
@@ -980,9 +591,9 @@ class SQLState(WitnessState):
 def _log_config(origin: str, qpd: object, disabled: object, keys: list[object]) -> LogConfig:
     return LogConfig(
         origin,
-        tuple(_stored_text(k, "log key") for k in keys),
-        None if qpd is None else _stored_int(qpd, "qpd", 1),
-        _stored_bool(disabled, "disabled flag"),
+        tuple(_STORED.text(k, "log key") for k in keys),
+        None if qpd is None else _STORED.integer(qpd, "qpd", 1),
+        _STORED.boolean(disabled, "disabled flag"),
     )
 
 
@@ -992,7 +603,7 @@ def _all_logs(tx: Tx) -> list[LogConfig]:
     for origin, vkey in tx.all("SELECT origin, vkey FROM log_keys ORDER BY origin, vkey"):
         keys.setdefault(origin, []).append(vkey)
     return [
-        _log_config(_stored_text(o, "origin"), qpd, disabled, keys.get(o, []))
+        _log_config(_STORED.text(o, "origin"), qpd, disabled, keys.get(o, []))
         for o, qpd, disabled in rows
     ]
 
@@ -1000,140 +611,12 @@ def _all_logs(tx: Tx) -> list[LogConfig]:
 def _cosigned(row: Sequence[Any]) -> Cosigned:
     origin, size, root, note, updated_at = row
     return Cosigned(
-        _stored_text(origin, "origin"),
-        _stored_int(size, "size"),
-        _stored_bytes(root, "root", 32),
-        _stored_bytes(note, "note"),
-        _stored_int(updated_at, "update time"),
+        _STORED.text(origin, "origin"),
+        _STORED.integer(size, "size"),
+        _STORED.blob(root, "root", 32),
+        _STORED.blob(note, "note"),
+        _STORED.integer(updated_at, "update time"),
     )
-
-
-# --- the export format -------------------------------------------------------------------------
-
-
-def format_state(entries: Sequence[tuple[LogConfig, Cosigned | None]]) -> bytes:
-    """The export file of ``entries`` (see the module docstring); logs and keys are sorted.
-
-    Requires: entries as a state holds them (valid origins and vkeys, at least one key each,
-    notes whose checkpoint is the log's), as :meth:`SQLState.export_state` passes them.
-    """
-    lines = [STATE_HEADER]
-    for cfg, cos in sorted(entries, key=lambda e: e[0].origin):
-        lines.append(f"log {cfg.origin}")
-        lines.extend(f"key {k}" for k in sorted(cfg.keys))
-        if cfg.qpd is not None:
-            lines.append(f"qpd {cfg.qpd}")
-        if cfg.disabled:
-            lines.append("disabled")
-        if cos is not None:
-            lines.append(f"cosigned {cos.updated_at} {b64encode(cos.note)}")
-    lines.append(f"end {len(entries)}")
-    return ("\n".join(lines) + "\n").encode("utf-8")
-
-
-def parse_state(data: bytes) -> list[tuple[LogConfig, Cosigned | None]]:
-    """Parse an export file strictly: MalformedError naming the line; a cosigned note that does
-    not verify with its log's keys raises UnverifiedNoteError naming the line."""
-    if not isinstance(data, bytes):
-        raise UsageError("a state file is bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedError(f"state file is not valid UTF-8 (byte {e.start})") from None
-    if not text.endswith("\n"):
-        raise MalformedError("state file does not end in a newline")
-    lines = text[:-1].split("\n")
-    if lines[0] != STATE_HEADER:
-        raise MalformedError(f"state line 1: expected the header {STATE_HEADER!r}")
-    out: list[tuple[LogConfig, Cosigned | None]] = []
-    i = 1
-
-    def peek(prefix: str) -> str | None:
-        # The rest of line i if it starts with prefix ("" when prefix is the whole line).
-        if i < len(lines) and lines[i].startswith(prefix):
-            return lines[i][len(prefix) :]
-        return None
-
-    def fail(detail: str, at: int | None = None) -> MalformedError:
-        return MalformedError(f"state line {(i if at is None else at) + 1}: {detail}")
-
-    while True:
-        if i >= len(lines):
-            raise fail("missing the final 'end' line (is the file truncated?)")
-        if (rest := peek("end ")) is not None:
-            try:
-                count = parse_decimal(rest, "the log count")
-            except MalformedError as e:
-                raise fail(str(e)) from None
-            if count != len(out):
-                raise fail(f"'end' counts {count} logs, the file holds {len(out)}")
-            if i != len(lines) - 1:
-                raise fail("text after the 'end' line", i + 1)
-            return out
-        origin = peek("log ")
-        if origin is None:
-            raise fail("expected 'log <origin>' or 'end <count>'")
-        try:
-            check_origin(origin)
-        except MalformedError as e:
-            raise fail(str(e)) from None
-        if out and origin <= out[-1][0].origin:
-            raise fail(f"log {origin} is out of order or repeated (origins increase strictly)")
-        i += 1
-        keys: list[str] = []
-        while (vkey := peek("key ")) is not None:
-            try:
-                check_log_vkey(vkey)
-            except (MalformedError, UsageError) as e:
-                raise fail(str(e)) from None
-            if keys and vkey <= keys[-1]:
-                raise fail("keys are out of order or repeated (they increase strictly)")
-            keys.append(vkey)
-            i += 1
-        if not keys:
-            raise fail(f"log {origin} has no 'key' line")
-        qpd = None
-        if (rest := peek("qpd ")) is not None:
-            try:
-                qpd = parse_decimal(rest, "qpd")
-            except MalformedError as e:
-                raise fail(str(e)) from None
-            if qpd == 0:
-                raise fail("qpd must be at least 1")
-            i += 1
-        disabled = peek("disabled") == ""
-        if disabled:
-            i += 1
-        cos = None
-        if (rest := peek("cosigned ")) is not None:
-            cos = _parse_cosigned(rest, origin, keys, fail)
-            i += 1
-        out.append((LogConfig(origin, tuple(keys), qpd, disabled), cos))
-
-
-def _parse_cosigned(
-    rest: str, origin: str, keys: list[str], fail: Callable[[str], MalformedError]
-) -> Cosigned:
-    fields = rest.split(" ")
-    if len(fields) != 2:
-        raise fail("expected 'cosigned <updated_at> <base64 note>'")
-    try:
-        updated_at = parse_decimal(fields[0], "the update time")
-        note = b64decode(fields[1], "the cosigned note")
-        text, _ = parse_note(note)
-        cp = Checkpoint.parse(text)
-    except (MalformedError, ProofError) as e:
-        raise fail(str(e)) from None
-    if cp.origin != origin:
-        raise fail(f"the cosigned note is a checkpoint of {cp.origin}, not of {origin}")
-    try:
-        open_note(note, [parse_vkey(k) for k in keys])
-    except (VerificationError, UsageError) as e:
-        where = str(fail("")).rstrip(": ")
-        raise UnverifiedNoteError(
-            f"{where}: log {origin}: the cosigned note does not verify with the log's keys: {e}"
-        ) from None
-    return Cosigned(origin, cp.size, cp.root, note, updated_at)
 
 
 __all__ = [
@@ -1144,6 +627,7 @@ __all__ = [
     "MAX_ORIGIN_BYTES",
     "MAX_REASON_CHARS",
     "MAX_VKEY_BYTES",
+    "OWNER",
     "SCHEMA_VERSION",
     "STATE_HEADER",
     "BackendError",
@@ -1153,6 +637,7 @@ __all__ = [
     "SQLState",
     "Session",
     "StateError",
+    "StateSession",
     "Tx",
     "check_log_vkey",
     "check_origin",

@@ -606,7 +606,7 @@ def test_is_shared_and_the_default_clock(
     store = env.open(clock=None)
     assert store.is_shared() == (backend.name == "postgres")
     real_now = int(time.time())
-    monkeypatch.setattr("store.sql.time.time", lambda: 1000.0)
+    monkeypatch.setattr("store.sqlcore.time.time", lambda: 1000.0)
     lease = store.acquire("r", "w", 10)
     if backend.name == "postgres":  # the server's clock, not the process's
         assert abs(lease.expires_at - 10 - real_now) < 60

@@ -1,0 +1,296 @@
+"""The journal store's reads: records, heads, seals, the log's tree and proofs, the indexes.
+
+Each read is one read transaction of the engine (:mod:`store.db.engine`): one snapshot for
+all of its queries. Every stored value it returns is checked (:mod:`store.schema`): records
+are hash-checked, and a value of the wrong shape raises CorruptError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from store.api import Cancellation, Head, Inclusion, Seal
+from store.db import Tx, check_int
+from store.errors import CorruptError
+from store.schema import (
+    RECORD_COLUMNS,
+    record,
+    stored_hash,
+    stored_int,
+    stored_run,
+    stored_text,
+)
+from store.sqlcore import SQLCore
+from tlog import merkle
+from tlog.checkpoint import Checkpoint
+from tlog.errors import UsageError
+from tlog.journal import Record, check_case_id, check_run_id
+
+
+class JournalReads(SQLCore):
+    """The reads of :class:`store.sql.SQLStore`."""
+
+    # --- records -------------------------------------------------------------------------------
+
+    def _check_from(self, run: str, from_seq: int) -> None:
+        check_run_id(run)
+        check_int(from_seq, "from_seq", 0)
+
+    def read(self, run: str, from_seq: int = 1) -> list[Record]:
+        """All records of ``run`` with seq >= ``from_seq``, in order, each hash-checked."""
+        self._check_from(run, from_seq)
+        rows = self._read(
+            lambda tx: tx.all(
+                f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
+                " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq",
+                (self._tenant, run, from_seq),
+            )
+        )
+        return [record(run, r) for r in rows]
+
+    def read_page(self, run: str, from_seq: int, limit: int) -> list[Record]:
+        """At most ``limit`` records of ``run`` from ``from_seq`` (the database applies the
+        bound), each hash-checked."""
+        self._check_from(run, from_seq)
+        check_int(limit, "limit", 1)
+        rows = self._read(
+            lambda tx: tx.all(
+                f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
+                " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                (self._tenant, run, from_seq, limit),
+            )
+        )
+        return [record(run, r) for r in rows]
+
+    def head(self, run: str) -> Head:
+        """The run's last (seq, stored hash), or the genesis head (0, 32 zero bytes)."""
+        check_run_id(run)
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT seq, hash FROM journal WHERE tenant = ? AND run = ?"
+                " ORDER BY seq DESC LIMIT 1",
+                (self._tenant, run),
+            )
+        )
+        if row is None:
+            return Head.genesis()
+        seq = stored_int(row[0], "record seq", run, 1)
+        return Head(seq, stored_hash(row[1], "hash", run, seq))
+
+    # --- seals and the log ---------------------------------------------------------------------
+
+    def _seal_of(self, run: str, row: Sequence[Any]) -> Seal:
+        position, head, outcome = row
+        return Seal(
+            run,
+            stored_int(position, "log position", run),
+            stored_hash(head, "sealed head", run),
+            stored_text(outcome, "outcome", run),
+        )
+
+    def sealed(self, run: str) -> Seal | None:
+        """The run's seal, or None."""
+        check_run_id(run)
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT position, head, outcome FROM run_seal WHERE tenant = ? AND run = ?",
+                (self._tenant, run),
+            )
+        )
+        return None if row is None else self._seal_of(run, row)
+
+    def seals(self, after_position: int = -1, limit: int = 1000) -> list[Seal]:
+        """Seals in log order from position ``after_position + 1`` (a deleted run's position
+        is absent)."""
+        check_int(after_position, "after_position", -1)
+        check_int(limit, "limit", 1)
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT run, position, head, outcome FROM run_seal"
+                " WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?",
+                (self._tenant, after_position, limit),
+            )
+        )
+        return [self._seal_of(stored_run(r[0]), r[1:]) for r in rows]
+
+    def checkpoint(self) -> Checkpoint:
+        """(origin, size, root) from the stored hashes: O(log size) reads, one snapshot."""
+
+        def work(tx: Tx) -> Checkpoint:
+            size = self._log_size(tx)
+            return Checkpoint(self._origin, size, merkle.tree_hash(size, self._reader(tx)))
+
+        return self._read(work)
+
+    def _check_size(self, size: int, current: int, what: str) -> int:
+        if size > current:
+            raise UsageError(f"{what} {size} is beyond the log's size {current}")
+        return size
+
+    def tree_root(self, size: int) -> bytes:
+        """The root at ``size`` (0 <= size <= the current size; UsageError beyond)."""
+        check_int(size, "tree size", 0)
+
+        def work(tx: Tx) -> bytes:
+            self._check_size(size, self._log_size(tx), "tree size")
+            return merkle.tree_hash(size, self._reader(tx))
+
+        return self._read(work)
+
+    def consistency_proof(self, old: int, new: int | None = None) -> list[bytes]:
+        """RFC 6962 PROOF(old, D[0:new]); ``new`` defaults to the current size.
+
+        ``old > new`` or ``new`` beyond the log is a UsageError, never an empty proof; ``old``
+        0 or ``old == new`` gives [].
+        """
+        check_int(old, "old size", 0)
+        if new is not None:
+            check_int(new, "new size", 0)
+
+        def work(tx: Tx) -> list[bytes]:
+            current = self._log_size(tx)
+            n = current if new is None else self._check_size(new, current, "new size")
+            if old > n:
+                raise UsageError(f"old size {old} is beyond the new size {n}")
+            if old in (0, n):
+                return []
+            return merkle.consistency_proof(old, n, self._reader(tx))
+
+        return self._read(work)
+
+    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion | None:
+        """The sealed run's position and RFC 6962 path at ``size`` (default: now), in one
+        snapshot; None when the run is not sealed or its position is not below ``size``.
+        The stored leaf at the position must be the leaf hash of the sealed head
+        (CorruptError otherwise)."""
+        check_run_id(run)
+        if size is not None:
+            check_int(size, "tree size", 0)
+
+        def work(tx: Tx) -> Inclusion | None:
+            row = tx.one(
+                "SELECT position, head, outcome FROM run_seal WHERE tenant = ? AND run = ?",
+                (self._tenant, run),
+            )
+            current = self._log_size(tx)
+            n = current if size is None else self._check_size(size, current, "tree size")
+            if row is None:
+                return None
+            seal = self._seal_of(run, row)
+            if seal.position >= n:
+                if seal.position >= current:
+                    raise CorruptError(f"sealed at position {seal.position} beyond the log", run)
+                return None
+            reader = self._reader(tx)
+            (leaf,) = reader.read_hashes([merkle.stored_hash_index(0, seal.position)])
+            if leaf != merkle.leaf_hash(seal.head):
+                raise CorruptError(f"the log's leaf {seal.position} is not this run's head", run)
+            proof = merkle.inclusion_proof(seal.position, n, reader)
+            return Inclusion(run, seal.position, n, seal.head, tuple(proof))
+
+        return self._read(work)
+
+    # --- indexes -------------------------------------------------------------------------------
+
+    def runs_by_outcome(self, outcome: str, limit: int) -> list[str]:
+        """Runs whose last conclusion is ``outcome``, newest conclusion first."""
+        if not isinstance(outcome, str):
+            raise UsageError("an outcome is a string")
+        check_int(limit, "limit", 1)
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT run FROM run_outcome WHERE tenant = ? AND outcome = ?"
+                " ORDER BY ordinal DESC LIMIT ?",
+                (self._tenant, outcome, limit),
+            )
+        )
+        return [stored_run(r[0]) for r in rows]
+
+    def count_by_outcome(self, outcome: str) -> int:
+        """How many runs' last conclusion is ``outcome`` (an exact count)."""
+        if not isinstance(outcome, str):
+            raise UsageError("an outcome is a string")
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT COUNT(*) FROM run_outcome WHERE tenant = ? AND outcome = ?",
+                (self._tenant, outcome),
+            )
+        )
+        assert row is not None
+        return stored_int(row[0], "count")
+
+    def case_history(self, case: str, limit: int) -> list[Record]:
+        """Records of ``case`` in (run, seq) order, at most ``limit``, each hash-checked."""
+        check_case_id(case)
+        check_int(limit, "limit", 1)
+        rows = self._read(
+            lambda tx: tx.all(
+                f"SELECT run, {RECORD_COLUMNS} FROM journal"  # noqa: S608
+                " WHERE tenant = ? AND case_id = ?"
+                " ORDER BY run, seq LIMIT ?",
+                (self._tenant, case, limit),
+            )
+        )
+        return [record(stored_run(r[0]), r[1:]) for r in rows]
+
+    def recent_runs(self, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
+        """(run, updated_at) by (updated_at DESC, run DESC), strictly after the cursor
+        ``after = (updated_at, run)``."""
+        check_int(limit, "limit", 1)
+        t = self._tenant
+        if after is None:
+            sql = (
+                "SELECT run, updated_at FROM run_activity WHERE tenant = ?"
+                " ORDER BY updated_at DESC, run DESC LIMIT ?"
+            )
+            params: tuple[Any, ...] = (t, limit)
+        else:
+            if not isinstance(after, tuple | list) or len(after) != 2:
+                raise UsageError("the cursor is a tuple (updated_at, run)")
+            at = check_int(after[0], "cursor time", 0)
+            if not isinstance(after[1], str):
+                raise UsageError("the cursor's run is a string")
+            sql = (
+                "SELECT run, updated_at FROM run_activity WHERE tenant = ?"
+                # Strictly after (at, run) in (updated_at DESC, run DESC) order; the first
+                # term lets the index seek instead of scanning the newer rows.
+                " AND updated_at <= ? AND (updated_at < ? OR run < ?)"
+                " ORDER BY updated_at DESC, run DESC LIMIT ?"
+            )
+            params = (t, at, at, after[1], limit)
+        rows = self._read(lambda tx: tx.all(sql, params))
+        return [(stored_run(r[0]), stored_int(r[1], "activity time")) for r in rows]
+
+    def runs(self, after: str | None, limit: int) -> list[str]:
+        """Every run with records, by run ID (bytewise), strictly after ``after``."""
+        check_int(limit, "limit", 1)
+        if after is not None and not isinstance(after, str):
+            raise UsageError("the cursor is a run ID")
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT run FROM run_activity WHERE tenant = ? AND run > ? ORDER BY run LIMIT ?",
+                (self._tenant, "" if after is None else after, limit),
+            )
+        )
+        return [stored_run(r[0]) for r in rows]
+
+    def cancellation(self, run: str) -> Cancellation | None:
+        """The first cancellation request for ``run``, or None."""
+        check_run_id(run)
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT actor, reason, requested_at FROM run_cancel WHERE tenant = ? AND run = ?",
+                (self._tenant, run),
+            )
+        )
+        if row is None:
+            return None
+        return Cancellation(
+            stored_text(row[0], "cancellation actor", run),
+            stored_text(row[1], "cancellation reason", run),
+            stored_int(row[2], "cancellation time", run),
+        )
+
+
+__all__ = ["JournalReads"]

@@ -1,0 +1,331 @@
+"""The journal's schema: its tables, its constraints, and the readers of its rows.
+
+Schema (created idempotently by :meth:`store.sql.SQLStore._initialise`; the tenant leads every
+key)::
+
+    meta         (singleton=1, schema_version, base_origin, log_vkey)
+    journal      (tenant, run, seq, epoch, kind, case_id, effect_key, raw, prev_hash, hash,
+                  sig_name, sig_key_id, sig)            PK (tenant, run, seq)
+                 index journal_case (tenant, case_id, run, seq) WHERE case_id IS NOT NULL
+    run_state    (tenant, run)                          PK — the per-run lock row
+    effect_once  (tenant, run, effect_key, seq)         PK (tenant, run, effect_key)
+    run_lease    (tenant, run, owner, epoch, expires_at, released)   PK (tenant, run)
+                 index run_lease_abandoned (tenant, expires_at, run) WHERE NOT released
+    run_seal     (tenant, run, position, head, outcome, sealed_at)   PK (tenant, run),
+                 UNIQUE (tenant, position)
+    log_state    (tenant, size)                         PK (tenant) — the log's lock row
+    tree_hash    (tenant, idx, hash)                    PK (tenant, idx): RFC 6962 stored
+                 hashes at tlog.merkle.stored_hash_index positions, append-only
+    checkpoint   (tenant, size, note)                   PK (tenant, size): kept signed notes
+    run_outcome  (tenant, run, outcome, ordinal)        PK (tenant, run), UNIQUE (tenant,
+                 ordinal), index (tenant, outcome, ordinal)
+    counter      (tenant, name, value)                  PK (tenant, name): per-tenant
+                 ordinals ("conclusion"), incremented by an upsert, never MAX()+1
+    run_activity (tenant, run, updated_at)              PK (tenant, run), index (tenant,
+                 updated_at DESC, run DESC); one row per run with records
+    run_cancel   (tenant, run, actor, reason, requested_at)          PK (tenant, run)
+
+Text keys (tenant, run, case) compare bytewise (SQLite's BINARY, PostgreSQL ``COLLATE "C"``),
+so database order equals Python's ``str`` order and paging cursors agree with the database.
+Hashes and bodies are bytes columns; times are whole Unix seconds from the store clock (the
+injected clock, else PostgreSQL's server clock or the process clock on SQLite), never written
+into the journal.
+
+The tables are created by :func:`store.db.create_tables` (one write transaction, under the
+engine's init lock for :data:`OWNER`); ``meta`` is read back by :func:`read_meta` on every
+open. Every value read from a row passes a check of its shape (:data:`STORED`, :func:`record`,
+:func:`stored_run`, :func:`stored_note`): a value of the wrong shape raises
+:class:`~store.errors.CorruptError`, naming the run (and the record) when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from store.db import Session, StoredValues, Tx
+from store.errors import BackendError, CommitUnknownError, CorruptError
+from tlog.errors import MalformedError, UsageError
+from tlog.journal import Record, RecordSignature, chain_hash, check_run_id
+from tlog.note import Signature, parse_note
+
+SCHEMA_VERSION = 2
+"""Version of the schema below, recorded in ``meta``; a store of another version is refused.
+Version 2: a seal appends the run's seal record (kind ``RunSealed``), whose hash is the sealed
+head; a version-1 store's seals have none, and its exports would not verify."""
+
+OWNER = "tlog-store"
+"""The schema's name for the engine's init lock."""
+
+CONCLUSION_COUNTER = "conclusion"
+"""Name of the per-tenant counter that orders conclusions in the outcome index."""
+
+NOT_INITIALISED = "not initialised: run tlog-store init"
+
+CONSTRAINTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "journal_pk": ("journal", ("tenant", "run", "seq")),
+    "run_state_pk": ("run_state", ("tenant", "run")),
+    "effect_once_pk": ("effect_once", ("tenant", "run", "effect_key")),
+    "run_lease_pk": ("run_lease", ("tenant", "run")),
+    "run_seal_pk": ("run_seal", ("tenant", "run")),
+    "run_seal_position": ("run_seal", ("tenant", "position")),
+    "log_state_pk": ("log_state", ("tenant",)),
+    "tree_hash_pk": ("tree_hash", ("tenant", "idx")),
+    "checkpoint_pk": ("checkpoint", ("tenant", "size")),
+    "run_outcome_pk": ("run_outcome", ("tenant", "run")),
+    "run_outcome_ordinal": ("run_outcome", ("tenant", "ordinal")),
+    "counter_pk": ("counter", ("tenant", "name")),
+    "run_activity_pk": ("run_activity", ("tenant", "run")),
+    "run_cancel_pk": ("run_cancel", ("tenant", "run")),
+}
+"""Every unique constraint of the schema: name -> (table, columns). Dialects report these names."""
+
+# The DDL, with the dialect's column types substituted for {blob} (bytes), {key} (text that
+# orders bytewise), {bool} and {compact} (a table-storage suffix for small keyed rows).
+DDL = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        singleton BIGINT NOT NULL PRIMARY KEY CHECK (singleton = 1),
+        schema_version BIGINT NOT NULL,
+        base_origin TEXT NOT NULL,
+        log_vkey TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS journal (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        seq BIGINT NOT NULL,
+        epoch BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        case_id {key},
+        effect_key TEXT,
+        raw {blob} NOT NULL,
+        prev_hash {blob} NOT NULL,
+        hash {blob} NOT NULL,
+        sig_name TEXT,
+        sig_key_id BIGINT,
+        sig {blob},
+        CONSTRAINT journal_pk PRIMARY KEY (tenant, run, seq))""",
+    """CREATE INDEX IF NOT EXISTS journal_case
+        ON journal (tenant, case_id, run, seq) WHERE case_id IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS run_state (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        CONSTRAINT run_state_pk PRIMARY KEY (tenant, run)){compact}""",
+    """CREATE TABLE IF NOT EXISTS effect_once (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        effect_key TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        CONSTRAINT effect_once_pk PRIMARY KEY (tenant, run, effect_key)){compact}""",
+    """CREATE TABLE IF NOT EXISTS run_lease (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        owner TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        released {bool} NOT NULL,
+        CONSTRAINT run_lease_pk PRIMARY KEY (tenant, run))""",
+    """CREATE INDEX IF NOT EXISTS run_lease_abandoned
+        ON run_lease (tenant, expires_at, run) WHERE NOT released""",
+    """CREATE TABLE IF NOT EXISTS run_seal (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        position BIGINT NOT NULL,
+        head {blob} NOT NULL,
+        outcome TEXT NOT NULL,
+        sealed_at BIGINT NOT NULL,
+        CONSTRAINT run_seal_pk PRIMARY KEY (tenant, run),
+        CONSTRAINT run_seal_position UNIQUE (tenant, position))""",
+    """CREATE TABLE IF NOT EXISTS log_state (
+        tenant {key} NOT NULL,
+        size BIGINT NOT NULL,
+        CONSTRAINT log_state_pk PRIMARY KEY (tenant)){compact}""",
+    """CREATE TABLE IF NOT EXISTS tree_hash (
+        tenant {key} NOT NULL,
+        idx BIGINT NOT NULL,
+        hash {blob} NOT NULL,
+        CONSTRAINT tree_hash_pk PRIMARY KEY (tenant, idx)){compact}""",
+    """CREATE TABLE IF NOT EXISTS checkpoint (
+        tenant {key} NOT NULL,
+        size BIGINT NOT NULL,
+        note {blob} NOT NULL,
+        CONSTRAINT checkpoint_pk PRIMARY KEY (tenant, size))""",
+    """CREATE TABLE IF NOT EXISTS run_outcome (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        outcome TEXT NOT NULL,
+        ordinal BIGINT NOT NULL,
+        CONSTRAINT run_outcome_pk PRIMARY KEY (tenant, run),
+        CONSTRAINT run_outcome_ordinal UNIQUE (tenant, ordinal))""",
+    """CREATE INDEX IF NOT EXISTS run_outcome_by
+        ON run_outcome (tenant, outcome, ordinal)""",
+    """CREATE TABLE IF NOT EXISTS counter (
+        tenant {key} NOT NULL,
+        name TEXT NOT NULL,
+        value BIGINT NOT NULL,
+        CONSTRAINT counter_pk PRIMARY KEY (tenant, name)){compact}""",
+    """CREATE TABLE IF NOT EXISTS run_activity (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        updated_at BIGINT NOT NULL,
+        CONSTRAINT run_activity_pk PRIMARY KEY (tenant, run)){compact}""",
+    """CREATE INDEX IF NOT EXISTS run_activity_recent
+        ON run_activity (tenant, updated_at DESC, run DESC)""",
+    """CREATE TABLE IF NOT EXISTS run_cancel (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        actor TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        requested_at BIGINT NOT NULL,
+        CONSTRAINT run_cancel_pk PRIMARY KEY (tenant, run))""",
+)
+
+
+def schema(types: dict[str, str]) -> list[str]:
+    """The schema's statements for a dialect's column ``types`` (keys: blob, key, bool, compact)."""
+    return [stmt.format(**types) for stmt in DDL]
+
+
+class JournalSession(Session):
+    """The engine's session, raising the journal's errors (:mod:`store.errors`)."""
+
+    backend_error = BackendError
+    commit_unknown_error = CommitUnknownError
+    closed_message = "the store is closed"
+    unknown_advice = "re-read before retrying"
+
+
+def read_meta(tx: Tx) -> tuple[str, str]:
+    """(base origin, log vkey) from ``meta``; UsageError when the store is not initialised."""
+    row = tx.one(tx.dialect.table_exists_sql("meta"))
+    if row is None or not row[0]:
+        raise UsageError(NOT_INITIALISED)
+    meta = tx.one("SELECT schema_version, base_origin, log_vkey FROM meta WHERE singleton = 1")
+    if meta is None:
+        raise UsageError(NOT_INITIALISED)
+    version, base, vkey = meta
+    if version != SCHEMA_VERSION:
+        raise UsageError(
+            f"the store's schema version is {version!r}, this code reads {SCHEMA_VERSION}"
+        )
+    return stored_text(base, "base origin"), stored_text(vkey, "log key")
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+STORED = StoredValues(CorruptError)
+"""The shape checks of stored values; the extra arguments locate the value (run, seq)."""
+
+
+def stored_int(value: object, what: str, run: str | None = None, lo: int = 0) -> int:
+    return STORED.integer(value, what, lo, run)
+
+
+def stored_hash(value: object, what: str, run: str | None = None, seq: int | None = None) -> bytes:
+    return STORED.blob(value, what, 32, run, seq)
+
+
+def stored_text(value: object, what: str, run: str | None = None) -> str:
+    return STORED.text(value, what, run)
+
+
+def stored_bool(value: object, what: str, run: str | None = None) -> bool:
+    return STORED.boolean(value, what, run)
+
+
+def stored_run(value: object) -> str:
+    try:
+        if not isinstance(value, str):
+            raise MalformedError("not text")
+        check_run_id(value)
+    except MalformedError:
+        raise CorruptError(f"stored run ID {value!r} does not parse") from None
+    return value
+
+
+def stored_note(value: object, what: str) -> tuple[bytes, bytes, list[Signature]]:
+    if not isinstance(value, bytes):
+        raise CorruptError(f"stored {what} is not bytes")
+    try:
+        text, sigs = parse_note(value)
+    except MalformedError as e:
+        raise CorruptError(f"stored {what} is not a signed note: {e}") from None
+    return value, text, sigs
+
+
+RECORD_COLUMNS = "seq, raw, prev_hash, hash, sig_name, sig_key_id, sig"
+
+INSERT_RECORD = (
+    "INSERT INTO journal (tenant, run, seq, epoch, kind, case_id, effect_key, raw, prev_hash,"
+    " hash, sig_name, sig_key_id, sig) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def record_row(
+    tenant: str, epoch: int, kind: str, case: str | None, effect_key: str | None, rec: Record
+) -> tuple[Any, ...]:
+    """The :data:`INSERT_RECORD` parameters of ``rec``."""
+    sig = rec.signature
+    return (
+        tenant,
+        rec.run,
+        rec.seq,
+        epoch,
+        kind,
+        case,
+        effect_key,
+        rec.raw,
+        rec.prev_hash,
+        rec.hash,
+        None if sig is None else sig.name,
+        None if sig is None else sig.key_id,
+        None if sig is None else sig.sig,
+    )
+
+
+def record(run: str, row: Sequence[Any]) -> Record:
+    """A stored journal row (:data:`RECORD_COLUMNS`), checked."""
+    seq_v, raw, prev, h, sig_name, sig_key_id, sig = row
+    seq = stored_int(seq_v, "record seq", run, lo=1)
+    if not isinstance(raw, bytes):
+        raise CorruptError("stored body is not bytes", run, seq)
+    prev = stored_hash(prev, "previous hash", run, seq)
+    h = stored_hash(h, "hash", run, seq)
+    signature = None
+    parts = (sig_name, sig_key_id, sig)
+    if any(p is not None for p in parts):
+        if (
+            not isinstance(sig_name, str)
+            or not isinstance(sig_key_id, int)
+            or isinstance(sig_key_id, bool)
+            or not 0 <= sig_key_id < 1 << 32
+            or not isinstance(sig, bytes)
+            or not sig
+        ):
+            raise CorruptError("stored record signature is incomplete or malformed", run, seq)
+        signature = RecordSignature(sig_name, sig_key_id, sig)
+    if chain_hash(prev, raw) != h:
+        raise CorruptError("hash does not cover the stored body", run, seq)
+    return Record(run, seq, raw, prev, h, signature)
+
+
+__all__ = [
+    "CONCLUSION_COUNTER",
+    "CONSTRAINTS",
+    "DDL",
+    "INSERT_RECORD",
+    "NOT_INITIALISED",
+    "OWNER",
+    "RECORD_COLUMNS",
+    "SCHEMA_VERSION",
+    "STORED",
+    "JournalSession",
+    "read_meta",
+    "record",
+    "record_row",
+    "schema",
+    "stored_bool",
+    "stored_hash",
+    "stored_int",
+    "stored_note",
+    "stored_run",
+    "stored_text",
+]
