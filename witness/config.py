@@ -69,7 +69,7 @@ Relative paths in the file (``db``, ``keys``) are relative to the file's own dir
 ``tlog-witness serve --config /etc/witness/witness.toml`` works from any directory; relative
 paths on the command line are relative to the current directory. Without a file, defaults are
 relative to the current directory. Numbers are finite; ``db`` and ``postgres`` exclude each
-other. Precedence (:mod:`witness.cli`): command-line flag, then (for the state only) the
+other. Precedence (:mod:`witness.settings`): command-line flag, then (for the state only) the
 environment variables ``TLOG_WITNESS_DB`` / ``TLOG_WITNESS_POSTGRES``, then the file, then the
 default.
 

@@ -46,17 +46,20 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from tlog.errors import UsageError
+from tlog.keys import SignerKey
 from witness.config import format_listen
 from witness.connections import GuardedSite
-from witness.server import GUARD_KEY, RUNNER_OPTIONS_KEY
+from witness.open import open_state
+from witness.server import GUARD_KEY, LOGGER_NAME, RUNNER_OPTIONS_KEY, make_app
+from witness.settings import ServeSettings, cosigner
 
-__all__ = ["AppFactory", "serve"]
+__all__ = ["AppFactory", "app_factory", "request_logger", "serve"]
 
 AppFactory = Callable[[int | None], tuple[web.Application, Callable[[], None]]]
 """Opens the state and builds the application for worker N (None: the one process); returns
@@ -464,3 +467,57 @@ def _supervise(
         os.close(ready_r)
         for s in held:
             s.close()
+
+
+# --- serving from settings -------------------------------------------------------------------
+
+
+def request_logger() -> logging.Logger:
+    """The server's logger (:data:`witness.server.LOGGER_NAME`), set to write each record's
+    message (one JSON line) to standard error, as ``tlog-witness serve`` does."""
+    # The logging HOWTO's "Optimization": the records carry no caller, thread or process,
+    # which the JSON lines do not show; it saves a frame walk and three calls per request.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logger = logging.getLogger(LOGGER_NAME)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return logger
+
+
+def app_factory(
+    s: ServeSettings, name: str, keys: Sequence[SignerKey], logger: logging.Logger
+) -> AppFactory:
+    """The :data:`AppFactory` of settings ``s``: each call opens the state (which must exist)
+    and builds the application of witness ``name`` with its ``keys``
+    (:func:`witness.settings.read_witness_keys`)."""
+    signers = [cosigner(k) for k in keys]
+
+    def factory(worker: int | None) -> tuple[web.Application, Callable[[], None]]:
+        state = open_state(db=s.db, postgres=s.postgres, create=False)
+        try:
+            app = make_app(
+                state,
+                signers,
+                name=name,
+                submission_prefix=s.submission_prefix,
+                monitoring_prefix=s.monitoring_prefix,
+                max_body=s.max_body,
+                read_timeout=s.read_timeout,
+                config_ttl=s.config_ttl,
+                status_endpoints=s.status_endpoints,
+                logger=logger,
+                worker=worker,
+                limits=s.limits,
+            )
+        except BaseException:
+            state.close()
+            raise
+        return app, state.close
+
+    return factory
