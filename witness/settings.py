@@ -71,7 +71,6 @@ __all__ = [
     "ENV_CONFIG",
     "ENV_DB",
     "ENV_POSTGRES",
-    "Cosigner",
     "ServeSettings",
     "check_lines",
     "cosigner",
@@ -93,9 +92,6 @@ ENV_POSTGRES = "TLOG_WITNESS_POSTGRES"
 ENV_CONFIG = "TLOG_WITNESS_CONFIG"
 
 PROG = "tlog-witness"  # named in messages that tell the operator what to run
-
-Cosigner = CosignatureV1Signer | SubtreeV1Signer
-"""A witness's cosignature key, as :func:`witness.server.make_app` takes it."""
 
 
 def nonempty(text: str, what: str) -> str:
@@ -205,7 +201,7 @@ def read_witness_keys(paths: Sequence[str], name: str | None) -> tuple[str, list
     return want, keys
 
 
-def cosigner(key: SignerKey) -> Cosigner:
+def cosigner(key: SignerKey) -> CosignatureV1Signer | SubtreeV1Signer:
     """The signer of a witness key (type 0x04 or 0x06, as :func:`read_witness_key` checks)."""
     if key.key_type == TYPE_COSIGNATURE_V1:
         return CosignatureV1Signer(key.name, key.secret)
