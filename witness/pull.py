@@ -1,6 +1,6 @@
 """Pulling a log list: following the logs of a transparency-dev/witness-network ``logs/v0`` list.
 
-A pull (:func:`pull_logs`) applies a parsed list (:func:`witness.config.parse_log_list`) to a
+A pull (:func:`pull_logs`) applies a parsed list (:func:`witness.loglist.parse_log_list`) to a
 witness state: it adds the logs the witness does not follow, adds a listed key that an
 existing log lacks, and sets a log's qpd to the listed one. It never removes a log or a key
 and never enables a disabled log (its keys and qpd are still updated). Each change is written
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from tlog.cli.files import input_name, read_input
 from tlog.errors import MalformedError, UsageError
-from witness.config import ListedLog, parse_log_list
 from witness.errors import FetchError
+from witness.loglist import ListedLog, parse_log_list
 from witness.state import WitnessState
 
 __all__ = [
