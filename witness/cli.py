@@ -41,8 +41,8 @@ decimals; seconds (``--timeout``, ``--read-timeout``, ...): ``10`` or ``2.5``; t
 and witness.toml (:mod:`witness.config`); the state file (:mod:`witness.sqlstate`).
 
 ``pull-logs`` reads a transparency-dev/witness-network logs/v0 list from a file or an
-``http(s)://`` URL (fetched with ``requests``, one timeout, at most :data:`MAX_LIST_SIZE`
-bytes). It adds the logs it does not follow, adds a listed key that an existing log lacks,
+``http(s)://`` URL (fetched with ``requests``, one timeout, at most
+:data:`witness.pull.MAX_LIST_SIZE` bytes). It adds the logs it does not follow, adds a listed key that an existing log lacks,
 and sets a log's qpd to the listed one. It never removes a log or a key and never enables a
 disabled log (its keys and qpd are still updated). Each change is written on its own and
 re-running converges, so an interrupted pull is safe to repeat. It prints one line per change
@@ -61,6 +61,11 @@ Exit status (:func:`main` is the one place that maps exceptions to statuses):
     write may or may not have landed: read back before retrying); a log list that cannot be
     fetched (network, timeout, HTTP status other than 200)
 ==  ===================================================================================
+
+Each verb is one call of the library (:mod:`witness.settings` finds the config, state and
+keys; :mod:`witness.admin`, :mod:`witness.pull`, :mod:`witness.serving` do the work) plus
+argument parsing and printing, declared once in :data:`COMMAND` (help texts:
+:mod:`witness.cli_help`).
 
 Every failure prints exactly one line on standard error, ``tlog-witness: <verb>: <message>``,
 and never a traceback. A closed standard output ends the command silently with status 2.
@@ -84,6 +89,7 @@ from tlog.cli.run import Command, Exit, Verb, decimal_arg, utf8_arg, write_stdou
 from tlog.encoding import b64encode
 from tlog.errors import UsageError
 from tlog.note import check_key_name
+from witness import config as wconfig
 from witness.admin import evidence_files, evidence_json, find_evidence, import_parsed, init_witness
 from witness.cli_help import (
     EPILOG_ADD_KEY,
@@ -98,18 +104,6 @@ from witness.cli_help import (
     EPILOG_PULL,
     EPILOG_VKEY,
     serve_epilog,
-)
-from witness.config import (
-    DEFAULT_CONFIG_TTL,
-    DEFAULT_LIMITS,
-    DEFAULT_LISTEN,
-    DEFAULT_MAX_BODY,
-    DEFAULT_READ_TIMEOUT,
-    DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_WORKERS,
-    LIMIT_COUNTS,
-    LIMIT_SECONDS,
-    parse_seconds,
 )
 from witness.errors import FetchError
 from witness.pull import DEFAULT_FETCH_TIMEOUT, pull_logs, quote, read_log_list
@@ -282,7 +276,7 @@ def _cmd_list_logs(args: argparse.Namespace) -> int:
 
 def _cmd_pull_logs(args: argparse.Namespace) -> int:
     source = nonempty(args.source, "FILE|URL")
-    timeout = parse_seconds(args.timeout, "--timeout", positive=True)
+    timeout = wconfig.parse_seconds(args.timeout, "--timeout", positive=True)
     entries = read_log_list(source, timeout)
     with _open(args) as state:
         summary = pull_logs(state, entries, dry_run=args.dry_run, report=write_stdout)
@@ -462,32 +456,34 @@ def _import_args(p: argparse.ArgumentParser) -> None:
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
     _state_options(p)
-    p.add_argument("--listen", metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}")
+    p.add_argument("--listen", metavar="HOST:PORT", help=f"default {wconfig.DEFAULT_LISTEN}")
     p.add_argument("--name", metavar="NAME", help="the witness's name (default: the keys')")
     p.add_argument("--key", action="append", metavar="FILE", help="signer key file (repeatable)")
     p.add_argument("--submission-prefix", metavar="P", help='e.g. /witness (default "")')
     p.add_argument("--monitoring-prefix", metavar="P", help='e.g. /witness (default "")')
-    p.add_argument("--max-body", metavar="BYTES", help=f"default {DEFAULT_MAX_BODY}")
-    p.add_argument("--read-timeout", metavar="S", help=f"default {DEFAULT_READ_TIMEOUT:g}")
-    p.add_argument("--config-ttl", metavar="S", help=f"default {DEFAULT_CONFIG_TTL:g}")
+    p.add_argument("--max-body", metavar="BYTES", help=f"default {wconfig.DEFAULT_MAX_BODY}")
+    p.add_argument("--read-timeout", metavar="S", help=f"default {wconfig.DEFAULT_READ_TIMEOUT:g}")
+    p.add_argument("--config-ttl", metavar="S", help=f"default {wconfig.DEFAULT_CONFIG_TTL:g}")
     p.add_argument(
         "--status-endpoints",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="serve / and /metrics (default: yes)",
     )
-    p.add_argument("--shutdown-timeout", metavar="S", help=f"default {DEFAULT_SHUTDOWN_TIMEOUT:g}")
-    for key in (*LIMIT_SECONDS, *LIMIT_COUNTS):
+    p.add_argument(
+        "--shutdown-timeout", metavar="S", help=f"default {wconfig.DEFAULT_SHUTDOWN_TIMEOUT:g}"
+    )
+    for key in (*wconfig.LIMIT_SECONDS, *wconfig.LIMIT_COUNTS):
         p.add_argument(
             flag(key),
-            metavar="S" if key in LIMIT_SECONDS else "N",
-            help=f"default {limit_text(getattr(DEFAULT_LIMITS, key))}",
+            metavar="S" if key in wconfig.LIMIT_SECONDS else "N",
+            help=f"default {limit_text(getattr(wconfig.DEFAULT_LIMITS, key))}",
         )
     p.add_argument(
         "--workers",
         metavar="N",
         help=f"server processes on the one state; the number of cores uses them all"
-        f" (default {DEFAULT_WORKERS})",
+        f" (default {wconfig.DEFAULT_WORKERS})",
     )
     p.add_argument("--check", action="store_true", help="print the settings and exit")
 

@@ -64,12 +64,12 @@ The client remembers, per origin, the last size it saw the witness hold (a 200 f
 size N: N; a 409: its size): :meth:`WitnessClient.known_size`. A log may persist these and hand
 them back (:meth:`WitnessClient.set_known_size`, or ``known_old``) to save the discovery round.
 
-:func:`gather` (:mod:`witness.gather`) submits one note to several witnesses in parallel and
+:func:`gather` (:mod:`witness.gathering`) submits one note to several witnesses in parallel and
 merges the verified lines into the note as they arrive (:func:`merge_cosignatures`: a key that
 already has a line keeps it, as the journal store does), under a policy's quorum.
 
 Modules: this one holds :class:`WitnessClient` (one witness); :mod:`witness.responses` the HTTP
-exchange, the errors and the checks of an answer; :mod:`witness.gather` several witnesses. The
+exchange, the errors and the checks of an answer; :mod:`witness.gathering` several witnesses. The
 names of both are re-exported here.
 
 A :class:`WitnessClient` may be shared between threads: its HTTP exchanges are serialised by a
@@ -100,7 +100,7 @@ from tlog.witnessproto import (
     monitoring_path,
     parse_size_body,
 )
-from witness.gather import GatherResult, WitnessOutcome, gather
+from witness.gathering import GatherResult, WitnessOutcome, gather
 from witness.responses import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,

@@ -6,7 +6,7 @@ means when it is not a cosignature (the table of :mod:`witness.client`; :func:`s
 for the statuses no endpoint gives a meaning of its own); :func:`verify_cosignature_response`
 checks a 200's cosignature lines and :func:`merge_cosignatures` adds them to a note. All but
 :func:`http_request` are pure. :class:`~witness.client.WitnessClient` and
-:func:`~witness.gather.gather` are built on them.
+:func:`~witness.gathering.gather` are built on them.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ class WitnessClientError(TlogError):
     """Root of the errors a witness exchange raises; ``url`` is the witness's prefix (the
     message starts with it when it is known)."""
 
+    kind = "error"
+    """The status of a :class:`~witness.gathering.WitnessOutcome` that ends in this error."""
+
     def __init__(self, message: str, *, url: str = "") -> None:
         super().__init__(f"{url}: {message}" if url else message)
         self.url = url
@@ -92,6 +95,8 @@ class WitnessClientError(TlogError):
 class WitnessConflict(WitnessClientError):
     """409: the witness's latest cosigned size for the origin is :attr:`size`, not ``old``."""
 
+    kind = "conflict"
+
     def __init__(self, size: int, *, url: str = "", message: str | None = None) -> None:
         super().__init__(message or f"witness holds size {size} (409)", url=url)
         self.size = size
@@ -99,6 +104,8 @@ class WitnessConflict(WitnessClientError):
 
 class WitnessRejected(WitnessClientError):
     """400, 403, 404 or another 4xx: a configuration or client bug, not worth retrying."""
+
+    kind = "rejected"
 
     def __init__(self, status: int, body: bytes, *, url: str = "") -> None:
         super().__init__(f"rejected with {status}: {quote_body(body)}", url=url)
@@ -113,6 +120,8 @@ class WitnessAlarm(WitnessClientError, VerificationError):
     ``status`` is 422 for the first kind, None for the second; ``size`` is the witness's size
     for the second kind, None otherwise.
     """
+
+    kind = "alarm"
 
     def __init__(
         self,
@@ -132,6 +141,8 @@ class WitnessAlarm(WitnessClientError, VerificationError):
 class WitnessBusy(WitnessClientError):
     """429: the witness refuses for now; ``retry_after`` is in seconds, None when not given."""
 
+    kind = "busy"
+
     def __init__(self, retry_after: int | None, body: bytes = b"", *, url: str = "") -> None:
         after = "" if retry_after is None else f", retry after {retry_after} s"
         super().__init__(f"busy (429{after}): {quote_body(body)}", url=url)
@@ -142,6 +153,8 @@ class WitnessBusy(WitnessClientError):
 class WitnessUnavailable(WitnessClientError):
     """No usable answer in time: a timeout, a connection error, 408 or a 5xx (``status``)."""
 
+    kind = "unavailable"
+
     def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
         super().__init__(message, url=url)
         self.status = status
@@ -150,6 +163,8 @@ class WitnessUnavailable(WitnessClientError):
 class WitnessBadResponse(WitnessClientError):
     """An answer that breaks the protocol: a malformed 200 or 409, a cosignature that does not
     verify or carries a zero or future timestamp, an unexpected status (``status``)."""
+
+    kind = "bad-response"
 
     def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
         super().__init__(message, url=url)

@@ -30,12 +30,7 @@ from witness.responses import (
     DEFAULT_MAX_RETRIES,
     Prover,
     SizeSource,
-    WitnessAlarm,
-    WitnessBadResponse,
-    WitnessBusy,
     WitnessClientError,
-    WitnessConflict,
-    WitnessRejected,
     WitnessUnavailable,
     merge_cosignatures,
     note_checkpoint,
@@ -118,16 +113,6 @@ class GatherResult:
         return tuple(o for o in self.outcomes if o.ok)
 
 
-_STATUS: tuple[tuple[type[TlogError], str], ...] = (
-    (WitnessAlarm, "alarm"),
-    (WitnessConflict, "conflict"),
-    (WitnessRejected, "rejected"),
-    (WitnessBusy, "busy"),
-    (WitnessUnavailable, "unavailable"),
-    (WitnessBadResponse, "bad-response"),
-)
-
-
 class _CachedProver:
     """A prover shared by the gather threads: each proof is computed once."""
 
@@ -158,7 +143,7 @@ def _attempt(
             note, prover, my_size=my_size, max_retries=max_retries, deadline=deadline
         )
     except TlogError as e:
-        status = next((s for cls, s in _STATUS if isinstance(e, cls)), "error")
+        status = e.kind if isinstance(e, WitnessClientError) else "error"
         return WitnessOutcome(
             witness, status, (), e, witness.known_size(origin), time.monotonic() - started
         )
