@@ -42,11 +42,11 @@ and witness.toml (:mod:`witness.config`); the state file (:mod:`witness.sqlstate
 
 ``pull-logs`` reads a transparency-dev/witness-network logs/v0 list from a file or an
 ``http(s)://`` URL (fetched with ``requests``, one timeout, at most
-:data:`witness.pull.MAX_LIST_SIZE` bytes). It adds the logs it does not follow, adds a listed key that an existing log lacks,
-and sets a log's qpd to the listed one. It never removes a log or a key and never enables a
-disabled log (its keys and qpd are still updated). Each change is written on its own and
-re-running converges, so an interrupted pull is safe to repeat. It prints one line per change
-and a summary; ``--dry-run`` writes nothing.
+:data:`witness.pull.MAX_LIST_SIZE` bytes). It adds the logs it does not follow, adds a listed
+key that an existing log lacks, and sets a log's qpd to the listed one. It never removes a log
+or a key and never enables a disabled log (its keys and qpd are still updated). Each change is
+written on its own and re-running converges, so an interrupted pull is safe to repeat. It
+prints one line per change and a summary; ``--dry-run`` writes nothing.
 
 Exit status (:func:`main` is the one place that maps exceptions to statuses):
 
