@@ -111,6 +111,7 @@ from witness.settings import (
     ENV_CONFIG,
     ENV_DB,
     ENV_POSTGRES,
+    PROG,
     ServeSettings,
     check_lines,
     find_config,
@@ -143,8 +144,6 @@ EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT
 
 MAX_KEY_FILE_SIZE = clifiles.MAX_KEY_FILE_SIZE
 DEFAULT_EVIDENCE_LIMIT = 100
-
-PROG = "tlog-witness"
 
 
 # --- input and output ------------------------------------------------------------------------

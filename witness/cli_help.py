@@ -17,9 +17,7 @@ from witness.config import (
     SETTINGS,
 )
 from witness.pull import DEFAULT_FETCH_TIMEOUT
-from witness.settings import ENV_CONFIG, ENV_DB, ENV_POSTGRES, flag
-
-PROG = "tlog-witness"
+from witness.settings import ENV_CONFIG, ENV_DB, ENV_POSTGRES, PROG, flag
 
 EPILOG_MAIN = f"""\
 Run '{PROG} VERB --help' for the details and examples of a verb.

@@ -71,6 +71,7 @@ __all__ = [
     "ENV_CONFIG",
     "ENV_DB",
     "ENV_POSTGRES",
+    "PROG",
     "ServeSettings",
     "check_lines",
     "cosigner",
@@ -91,7 +92,8 @@ ENV_DB = "TLOG_WITNESS_DB"
 ENV_POSTGRES = "TLOG_WITNESS_POSTGRES"
 ENV_CONFIG = "TLOG_WITNESS_CONFIG"
 
-PROG = "tlog-witness"  # named in messages that tell the operator what to run
+PROG = "tlog-witness"
+"""The command, as messages that tell the operator what to run name it."""
 
 
 def nonempty(text: str, what: str) -> str:
