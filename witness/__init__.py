@@ -68,143 +68,125 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from witness.admin import (
-        evidence_files,
-        evidence_json,
-        find_evidence,
-        import_state,
-        init_witness,
-    )
-    from witness.client import WitnessClient
-    from witness.config import FileConfig, Limits, load_config, parse_config, starter_config
-    from witness.errors import FetchError, WitnessError
-    from witness.gathering import GatherResult, WitnessOutcome, gather
-    from witness.loglist import ListedLog, parse_log_list
-    from witness.open import open_state
-    from witness.pull import pull_logs, read_log_list
-    from witness.responses import (
-        WitnessAlarm,
-        WitnessBadResponse,
-        WitnessBusy,
-        WitnessClientError,
-        WitnessConflict,
-        WitnessRejected,
-        WitnessUnavailable,
-        merge_cosignatures,
-        verify_cosignature_response,
-    )
-    from witness.server import make_app
-    from witness.serving import app_factory, request_logger, serve
-    from witness.settings import (
-        ServeSettings,
-        cosigner,
-        find_config,
-        key_paths,
-        locate_state,
-        open_existing,
-        read_witness_keys,
-        serve_settings,
-    )
-    from witness.sqlstate import BackendError, CommitUnknownError, CorruptStateError, StateError
-    from witness.state import Cosigned, Evidence, LogConfig, WitnessState
+    from witness.admin import evidence_files as evidence_files
+    from witness.admin import evidence_json as evidence_json
+    from witness.admin import find_evidence as find_evidence
+    from witness.admin import import_state as import_state
+    from witness.admin import init_witness as init_witness
+    from witness.client import WitnessClient as WitnessClient
+    from witness.config import FileConfig as FileConfig
+    from witness.config import Limits as Limits
+    from witness.config import load_config as load_config
+    from witness.config import parse_config as parse_config
+    from witness.config import starter_config as starter_config
+    from witness.errors import FetchError as FetchError
+    from witness.errors import WitnessError as WitnessError
+    from witness.gathering import GatherResult as GatherResult
+    from witness.gathering import WitnessOutcome as WitnessOutcome
+    from witness.gathering import gather as gather
+    from witness.loglist import ListedLog as ListedLog
+    from witness.loglist import parse_log_list as parse_log_list
+    from witness.open import open_state as open_state
+    from witness.pull import pull_logs as pull_logs
+    from witness.pull import read_log_list as read_log_list
+    from witness.responses import WitnessAlarm as WitnessAlarm
+    from witness.responses import WitnessBadResponse as WitnessBadResponse
+    from witness.responses import WitnessBusy as WitnessBusy
+    from witness.responses import WitnessClientError as WitnessClientError
+    from witness.responses import WitnessConflict as WitnessConflict
+    from witness.responses import WitnessRejected as WitnessRejected
+    from witness.responses import WitnessUnavailable as WitnessUnavailable
+    from witness.responses import merge_cosignatures as merge_cosignatures
+    from witness.responses import verify_cosignature_response as verify_cosignature_response
+    from witness.server import make_app as make_app
+    from witness.serving import app_factory as app_factory
+    from witness.serving import request_logger as request_logger
+    from witness.serving import serve as serve
+    from witness.settings import ServeSettings as ServeSettings
+    from witness.settings import cosigner as cosigner
+    from witness.settings import find_config as find_config
+    from witness.settings import key_paths as key_paths
+    from witness.settings import locate_state as locate_state
+    from witness.settings import open_existing as open_existing
+    from witness.settings import read_witness_keys as read_witness_keys
+    from witness.settings import serve_settings as serve_settings
+    from witness.sqlstate import BackendError as BackendError
+    from witness.sqlstate import CommitUnknownError as CommitUnknownError
+    from witness.sqlstate import CorruptStateError as CorruptStateError
+    from witness.sqlstate import StateError as StateError
+    from witness.state import Cosigned as Cosigned
+    from witness.state import Evidence as Evidence
+    from witness.state import LogConfig as LogConfig
+    from witness.state import WitnessState as WitnessState
 
-_HOME = {
-    "witness.open": ("open_state",),
-    "witness.state": ("Cosigned", "Evidence", "LogConfig", "WitnessState"),
-    "witness.admin": (
-        "evidence_files",
-        "evidence_json",
-        "find_evidence",
-        "import_state",
-        "init_witness",
-    ),
-    "witness.pull": ("pull_logs", "read_log_list"),
-    "witness.settings": (
-        "ServeSettings",
-        "cosigner",
-        "find_config",
-        "key_paths",
-        "locate_state",
-        "open_existing",
-        "read_witness_keys",
-        "serve_settings",
-    ),
-    "witness.client": ("WitnessClient",),
-    "witness.gathering": ("GatherResult", "WitnessOutcome", "gather"),
-    "witness.responses": (
-        "WitnessAlarm",
-        "WitnessBadResponse",
-        "WitnessBusy",
-        "WitnessClientError",
-        "WitnessConflict",
-        "WitnessRejected",
-        "WitnessUnavailable",
-        "merge_cosignatures",
-        "verify_cosignature_response",
-    ),
-    "witness.server": ("make_app",),
-    "witness.serving": ("app_factory", "request_logger", "serve"),
-    "witness.config": ("FileConfig", "Limits", "load_config", "parse_config", "starter_config"),
-    "witness.loglist": ("ListedLog", "parse_log_list"),
-    "witness.errors": ("FetchError", "WitnessError"),
-    "witness.sqlstate": ("BackendError", "CommitUnknownError", "CorruptStateError", "StateError"),
+_MODULE_OF = {
+    "app_factory": "witness.serving",
+    "BackendError": "witness.sqlstate",
+    "CommitUnknownError": "witness.sqlstate",
+    "CorruptStateError": "witness.sqlstate",
+    "Cosigned": "witness.state",
+    "cosigner": "witness.settings",
+    "Evidence": "witness.state",
+    "evidence_files": "witness.admin",
+    "evidence_json": "witness.admin",
+    "FetchError": "witness.errors",
+    "FileConfig": "witness.config",
+    "find_config": "witness.settings",
+    "find_evidence": "witness.admin",
+    "gather": "witness.gathering",
+    "GatherResult": "witness.gathering",
+    "import_state": "witness.admin",
+    "init_witness": "witness.admin",
+    "key_paths": "witness.settings",
+    "Limits": "witness.config",
+    "ListedLog": "witness.loglist",
+    "load_config": "witness.config",
+    "locate_state": "witness.settings",
+    "LogConfig": "witness.state",
+    "make_app": "witness.server",
+    "merge_cosignatures": "witness.responses",
+    "open_existing": "witness.settings",
+    "open_state": "witness.open",
+    "parse_config": "witness.config",
+    "parse_log_list": "witness.loglist",
+    "pull_logs": "witness.pull",
+    "read_log_list": "witness.pull",
+    "read_witness_keys": "witness.settings",
+    "request_logger": "witness.serving",
+    "serve": "witness.serving",
+    "serve_settings": "witness.settings",
+    "ServeSettings": "witness.settings",
+    "starter_config": "witness.config",
+    "StateError": "witness.sqlstate",
+    "verify_cosignature_response": "witness.responses",
+    "WitnessAlarm": "witness.responses",
+    "WitnessBadResponse": "witness.responses",
+    "WitnessBusy": "witness.responses",
+    "WitnessClient": "witness.client",
+    "WitnessClientError": "witness.responses",
+    "WitnessConflict": "witness.responses",
+    "WitnessError": "witness.errors",
+    "WitnessOutcome": "witness.gathering",
+    "WitnessRejected": "witness.responses",
+    "WitnessState": "witness.state",
+    "WitnessUnavailable": "witness.responses",
 }
 """The module that holds each public name (the map above), imported on first use."""
 
-_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
-
-__all__ = [
-    "BackendError",
-    "CommitUnknownError",
-    "CorruptStateError",
-    "Cosigned",
-    "Evidence",
-    "FetchError",
-    "FileConfig",
-    "GatherResult",
-    "Limits",
-    "ListedLog",
-    "LogConfig",
-    "ServeSettings",
-    "StateError",
-    "WitnessAlarm",
-    "WitnessBadResponse",
-    "WitnessBusy",
-    "WitnessClient",
-    "WitnessClientError",
-    "WitnessConflict",
-    "WitnessError",
-    "WitnessOutcome",
-    "WitnessRejected",
-    "WitnessState",
-    "WitnessUnavailable",
-    "app_factory",
-    "cosigner",
-    "evidence_files",
-    "evidence_json",
-    "find_config",
-    "find_evidence",
-    "gather",
-    "import_state",
-    "init_witness",
-    "key_paths",
-    "load_config",
-    "locate_state",
-    "make_app",
-    "merge_cosignatures",
-    "open_existing",
-    "open_state",
-    "parse_config",
-    "parse_log_list",
-    "pull_logs",
-    "read_log_list",
-    "read_witness_keys",
-    "request_logger",
-    "serve",
-    "serve_settings",
-    "starter_config",
-    "verify_cosignature_response",
+# fmt: off
+__all__ = [  # sorted; where each name lives and what it is: the map above
+    "BackendError", "CommitUnknownError", "CorruptStateError", "Cosigned", "Evidence",
+    "FetchError", "FileConfig", "GatherResult", "Limits", "ListedLog", "LogConfig",
+    "ServeSettings", "StateError", "WitnessAlarm", "WitnessBadResponse", "WitnessBusy",
+    "WitnessClient", "WitnessClientError", "WitnessConflict", "WitnessError", "WitnessOutcome",
+    "WitnessRejected", "WitnessState", "WitnessUnavailable", "app_factory", "cosigner",
+    "evidence_files", "evidence_json", "find_config", "find_evidence", "gather", "import_state",
+    "init_witness", "key_paths", "load_config", "locate_state", "make_app",
+    "merge_cosignatures", "open_existing", "open_state", "parse_config", "parse_log_list",
+    "pull_logs", "read_log_list", "read_witness_keys", "request_logger", "serve",
+    "serve_settings", "starter_config", "verify_cosignature_response",
 ]
+# fmt: on
 
 
 def __getattr__(name: str) -> Any:

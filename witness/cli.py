@@ -352,15 +352,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.check:
         write_stdout("".join(f"{k} {v}\n" for k, v in check_lines(s, name, vkeys)))
         return EXIT_OK
-    return serve(
-        factory,
-        host=s.host,
-        port=s.port,
-        workers=s.workers,
-        shutdown_timeout=s.shutdown_timeout,
-        vkeys=vkeys,
-        logger=logger,
-    )
+    return serve(factory, vkeys=vkeys, logger=logger, **s.serve_options())
 
 
 # --- the verbs' arguments --------------------------------------------------------------------

@@ -444,28 +444,7 @@ def toml_string(text: str) -> str:
     return "".join(out)
 
 
-_STARTER = """\
-# tlog-witness configuration (TOML). Every setting is optional; command-line flags of
-# 'tlog-witness serve' override it. Relative paths are relative to this file's directory.
-# See 'tlog-witness serve --help' for every setting.
-
-# The witness's name: the key name of its cosignature keys and of the signature lines it
-# returns. Log operators configure it together with the vkeys that 'tlog-witness vkey' prints.
-name = {name}
-
-# Where to listen: HOST:PORT, an IPv6 host in brackets ([::1]:7380); port 0 takes any free
-# port. 127.0.0.1 serves this machine only; use 0.0.0.0 (or a reverse proxy) to serve others.
-listen = {listen}
-
-# The state: the logs this witness follows, the latest checkpoint it cosigned for each, and
-# evidence of split views. A SQLite file (db), or a PostgreSQL URL (postgres) for a witness
-# run as several processes. Exactly one of the two.
-{state}
-# The witness's signer keys (Go note PRIVATE+KEY+... files, mode 0600): an Ed25519
-# cosignature/v1 key (type 0x04) and/or an ML-DSA-44 subtree/v1 key (type 0x06, which also
-# enables sign-subtree). All carry the witness's name.
-keys = [{keys}]
-
+_STARTER_SERVER = f"""\
 # URL path prefixes: "" or "/path" without a trailing slash. Submissions go to
 # <submission_prefix>/add-checkpoint (and /sign-subtree); monitors read
 # <monitoring_prefix>/<hex SHA-256 of the origin>/checkpoint.
@@ -474,47 +453,48 @@ monitoring_prefix = ""
 
 # Largest request body in bytes (larger: 413). The default fits a maximal signed note
 # (100 ML-DSA-44 signature lines) plus 63 proof lines.
-max_body = {max_body}
+max_body = {DEFAULT_MAX_BODY}
 
 # Seconds a client has to send the whole request body (slower: 408).
-read_timeout = {read_timeout:g}
+read_timeout = {DEFAULT_READ_TIMEOUT:g}
 
 # Seconds a log's configuration is cached between reads of the state: add-key,
 # disable-log, enable-log and pull-logs take effect within this time (0: every request
 # reads it). Also the least time between reloads of the log list when the monitoring
 # endpoint is asked for an unknown origin hash.
-config_ttl = {config_ttl:g}
+config_ttl = {DEFAULT_CONFIG_TTL:g}
 
 # Serve the HTML status page (/) and Prometheus metrics (/metrics).
 status_endpoints = true
 
 # Seconds requests in flight get to finish after SIGTERM or SIGINT.
-shutdown_timeout = {shutdown_timeout:g}
+shutdown_timeout = {DEFAULT_SHUTDOWN_TIMEOUT:g}
 
 # Server processes, all on the one state (each log's stored checkpoint changes only by a
 # compare-and-swap, so they never disagree). One Python process uses one core: set this to
 # the number of cores to use them all.
-workers = {workers}
+workers = {DEFAULT_WORKERS}
 
 # Connection limits, per server process (the operator guide's "Limits" says what a client
 # sees at each). A connection with no request in progress is closed after idle_timeout
 # seconds; a request's headers must arrive within header_timeout seconds of its first byte
 # (408) and fit in max_header_bytes (431); its response must be ready request_timeout
 # seconds after its headers.
-idle_timeout = {limits.idle_timeout:g}
-header_timeout = {limits.header_timeout:g}
-request_timeout = {limits.request_timeout:g}
-max_header_bytes = {limits.max_header_bytes}
+idle_timeout = {DEFAULT_LIMITS.idle_timeout:g}
+header_timeout = {DEFAULT_LIMITS.header_timeout:g}
+request_timeout = {DEFAULT_LIMITS.request_timeout:g}
+max_header_bytes = {DEFAULT_LIMITS.max_header_bytes}
 # At max_connections, the connection idle the longest is closed to admit a new one; only
 # when every connection has a request in progress is a new one refused (503). One client
 # address (an IPv6 /64) may hold max_connections_per_address (more: 429). Give the service
 # a descriptor limit (systemd LimitNOFILE) of at least max_connections + 256.
-max_connections = {limits.max_connections}
-max_connections_per_address = {limits.max_connections_per_address}
+max_connections = {DEFAULT_LIMITS.max_connections}
+max_connections_per_address = {DEFAULT_LIMITS.max_connections_per_address}
 # Request body bytes read at once; more requests wait (within read_timeout).
-max_body_memory = {limits.max_body_memory}
+max_body_memory = {DEFAULT_LIMITS.max_body_memory}
 """
-"""The text of :func:`starter_config`, filled in with :meth:`str.format`."""
+"""The part of :func:`starter_config` that is the same for every witness: the server's
+settings at their defaults."""
 
 
 def starter_config(
@@ -537,17 +517,31 @@ def starter_config(
         if db is not None
         else f"# db = {q(DB_FILE)}\npostgres = {q(postgres or '')}\n"
     )
-    return _STARTER.format(
-        name=q(name),
-        listen=q(DEFAULT_LISTEN),
-        state=state,
-        keys=key_list,
-        max_body=DEFAULT_MAX_BODY,
-        read_timeout=DEFAULT_READ_TIMEOUT,
-        config_ttl=DEFAULT_CONFIG_TTL,
-        shutdown_timeout=DEFAULT_SHUTDOWN_TIMEOUT,
-        workers=DEFAULT_WORKERS,
-        limits=DEFAULT_LIMITS,
+    return (
+        f"""\
+# tlog-witness configuration (TOML). Every setting is optional; command-line flags of
+# 'tlog-witness serve' override it. Relative paths are relative to this file's directory.
+# See 'tlog-witness serve --help' for every setting.
+
+# The witness's name: the key name of its cosignature keys and of the signature lines it
+# returns. Log operators configure it together with the vkeys that 'tlog-witness vkey' prints.
+name = {q(name)}
+
+# Where to listen: HOST:PORT, an IPv6 host in brackets ([::1]:7380); port 0 takes any free
+# port. 127.0.0.1 serves this machine only; use 0.0.0.0 (or a reverse proxy) to serve others.
+listen = {q(DEFAULT_LISTEN)}
+
+# The state: the logs this witness follows, the latest checkpoint it cosigned for each, and
+# evidence of split views. A SQLite file (db), or a PostgreSQL URL (postgres) for a witness
+# run as several processes. Exactly one of the two.
+{state}
+# The witness's signer keys (Go note PRIVATE+KEY+... files, mode 0600): an Ed25519
+# cosignature/v1 key (type 0x04) and/or an ML-DSA-44 subtree/v1 key (type 0x06, which also
+# enables sign-subtree). All carry the witness's name.
+keys = [{key_list}]
+
+"""
+        + _STARTER_SERVER
     )
 
 

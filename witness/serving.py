@@ -521,18 +521,7 @@ def app_factory(
         state = open_state(db=s.db, postgres=s.postgres, create=False)
         try:
             app = make_app(
-                state,
-                signers,
-                name=name,
-                submission_prefix=s.submission_prefix,
-                monitoring_prefix=s.monitoring_prefix,
-                max_body=s.max_body,
-                read_timeout=s.read_timeout,
-                config_ttl=s.config_ttl,
-                status_endpoints=s.status_endpoints,
-                logger=logger,
-                worker=worker,
-                limits=s.limits,
+                state, signers, name=name, logger=logger, worker=worker, **s.app_options()
             )
         except BaseException:
             state.close()

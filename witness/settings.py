@@ -234,6 +234,22 @@ class ServeSettings:
     workers: int
     limits: Limits
 
+    def app_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`witness.server.make_app` these settings give."""
+        return {k: getattr(self, k) for k in _APP_OPTIONS}
+
+    def serve_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`witness.serving.serve` these settings give."""
+        return {k: getattr(self, k) for k in _SERVE_OPTIONS}
+
+
+_APP_OPTIONS = (
+    # One line: each name is a keyword of make_app and a field of ServeSettings.
+    "submission_prefix", "monitoring_prefix", "max_body", "read_timeout", "config_ttl",
+    "status_endpoints", "limits",
+)  # fmt: skip
+_SERVE_OPTIONS = ("host", "port", "workers", "shutdown_timeout")
+
 
 def flag(setting: str) -> str:
     """The command-line flag of a setting: ``max_body`` is ``--max-body``."""
@@ -318,16 +334,7 @@ def serve_settings(flags: Any, cfg: FileConfig | None) -> ServeSettings:
             for key in (*LIMIT_SECONDS, *LIMIT_COUNTS)
         }
     )
-    return ServeSettings(
-        name=name,
-        host=host,
-        port=port,
-        db=db,
-        postgres=pg,
-        keys=keys,
-        limits=limits,
-        **picked,
-    )
+    return ServeSettings(name, host, port, db, pg, keys, limits=limits, **picked)
 
 
 def check_lines(s: ServeSettings, name: str, vkeys: Sequence[str]) -> list[tuple[str, str]]:
