@@ -69,31 +69,13 @@ Relative paths in the file (``db``, ``keys``) are relative to the file's own dir
 ``tlog-witness serve --config /etc/witness/witness.toml`` works from any directory; relative
 paths on the command line are relative to the current directory. Without a file, defaults are
 relative to the current directory. Numbers are finite; ``db`` and ``postgres`` exclude each
-other. Precedence (:mod:`witness.cli`): command-line flag, then (for the state only) the
+other. Precedence (:mod:`witness.settings`): command-line flag, then (for the state only) the
 environment variables ``TLOG_WITNESS_DB`` / ``TLOG_WITNESS_POSTGRES``, then the file, then the
 default.
 
-**logs/v0** (transparency-dev/witness-network ``docs/log-list-format.md``; the lists under its
-``lists/``) — UTF-8 text, every line ending in LF::
-
-    # comment lines start with '#'; empty lines are ignored
-    logs/v0                      the header: the first line that is neither
-    vkey <vkey>                  a log entry starts with its key, then, in this order:
-    origin <origin> | none       optional: the checkpoint origin; none: the vkey's name
-    bastion <url> | none         optional: an https-bastion URL (recorded nowhere here)
-    qpd <requests per day>       canonical decimal, 1 .. 2^63-1
-    contact <text>               free text for humans
-
-The document lists all five entry lines; the published lists omit ``origin`` and ``bastion``,
-and the network's own validator (cmd/validate) treats ``origin`` as optional: both are
-optional here, the order is enforced. Stricter than that validator, as this project's parsers
-are: no CR, no space or tab at either end of a line (a whitespace-only line is not empty), one
-space after the keyword, no unknown keyword, no entry cut short by the end of the file, no
-origin listed twice. A vkey that does not parse makes the list malformed; a well-formed vkey of
-a type a log cannot sign checkpoints with here (anything but 0x01 Ed25519 and 0x06 ML-DSA-44:
-ECDSA, a cosignature key, a future type) is kept as a *skipped* entry with the reason, so that
-one log this witness cannot follow does not block the rest of the list (torchwood's witnessctl
-skips such keys too).
+**logs/v0** — the transparency-dev/witness-network log list that ``tlog-witness pull-logs``
+reads — is parsed by :mod:`witness.loglist` (:func:`parse_log_list`, :class:`ListedLog`, both
+re-exported here).
 """
 
 from __future__ import annotations
@@ -102,15 +84,13 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.encoding import MAX_INT63, b64decode, parse_decimal
+from tlog.encoding import MAX_INT63, parse_decimal
 from tlog.errors import MalformedError, UsageError
-from tlog.keys import TYPE_NAMES
 from tlog.note import check_key_name
-from witness.sqlstate import LOG_KEY_TYPES, check_log_vkey, check_origin
+from witness.loglist import LOG_LIST_HEADER, ListedLog, parse_log_list
 
 
 @dataclass(frozen=True)
@@ -175,8 +155,6 @@ LIMIT_COUNTS = (
 
 MAX_CONFIG_SIZE = 1 << 20
 """Largest configuration file read."""
-
-LOG_LIST_HEADER = "logs/v0"
 
 
 @dataclass(frozen=True)
@@ -466,48 +444,7 @@ def toml_string(text: str) -> str:
     return "".join(out)
 
 
-def starter_config(
-    name: str, *, keys: tuple[str, ...], db: str | None = None, postgres: str | None = None
-) -> str:
-    """The witness.toml ``tlog-witness init`` writes: every setting, commented.
-
-    ``keys`` and ``db`` are written as given (relative ones are relative to the file's
-    directory). Requires: exactly one of ``db``/``postgres``, at least one key, a valid name.
-    """
-    if (db is None) == (postgres is None):
-        raise UsageError("a starter config names exactly one of db or postgres")
-    if not keys:
-        raise UsageError("a starter config names at least one key file")
-    check_key_name(name)
-    q = toml_string
-    key_list = ", ".join(q(k) for k in keys)
-    state = (
-        f'db = {q(db)}\n# postgres = "postgresql://witness@localhost:5432/witness"\n'
-        if db is not None
-        else f"# db = {q(DB_FILE)}\npostgres = {q(postgres or '')}\n"
-    )
-    return f"""\
-# tlog-witness configuration (TOML). Every setting is optional; command-line flags of
-# 'tlog-witness serve' override it. Relative paths are relative to this file's directory.
-# See 'tlog-witness serve --help' for every setting.
-
-# The witness's name: the key name of its cosignature keys and of the signature lines it
-# returns. Log operators configure it together with the vkeys that 'tlog-witness vkey' prints.
-name = {q(name)}
-
-# Where to listen: HOST:PORT, an IPv6 host in brackets ([::1]:7380); port 0 takes any free
-# port. 127.0.0.1 serves this machine only; use 0.0.0.0 (or a reverse proxy) to serve others.
-listen = {q(DEFAULT_LISTEN)}
-
-# The state: the logs this witness follows, the latest checkpoint it cosigned for each, and
-# evidence of split views. A SQLite file (db), or a PostgreSQL URL (postgres) for a witness
-# run as several processes. Exactly one of the two.
-{state}
-# The witness's signer keys (Go note PRIVATE+KEY+... files, mode 0600): an Ed25519
-# cosignature/v1 key (type 0x04) and/or an ML-DSA-44 subtree/v1 key (type 0x06, which also
-# enables sign-subtree). All carry the witness's name.
-keys = [{key_list}]
-
+_STARTER_SERVER = f"""\
 # URL path prefixes: "" or "/path" without a trailing slash. Submissions go to
 # <submission_prefix>/add-checkpoint (and /sign-subtree); monitors read
 # <monitoring_prefix>/<hex SHA-256 of the origin>/checkpoint.
@@ -556,180 +493,56 @@ max_connections_per_address = {DEFAULT_LIMITS.max_connections_per_address}
 # Request body bytes read at once; more requests wait (within read_timeout).
 max_body_memory = {DEFAULT_LIMITS.max_body_memory}
 """
+"""The part of :func:`starter_config` that is the same for every witness: the server's
+settings at their defaults."""
 
 
-# --- logs/v0 -------------------------------------------------------------------------------
+def starter_config(
+    name: str, *, keys: tuple[str, ...], db: str | None = None, postgres: str | None = None
+) -> str:
+    """The witness.toml ``tlog-witness init`` writes: every setting, commented.
 
-
-@dataclass(frozen=True)
-class ListedLog:
-    """One entry of a logs/v0 list.
-
-    ``origin`` is the explicit origin or, for ``origin none`` or no origin line, the vkey's
-    name; ``bastion`` is None for ``none`` or no bastion line; ``unsupported`` is None for a
-    usable log key, else why this witness cannot follow the log; ``line`` is the entry's first
-    line (its ``vkey`` line), counted from 1.
+    ``keys`` and ``db`` are written as given (relative ones are relative to the file's
+    directory). Requires: exactly one of ``db``/``postgres``, at least one key, a valid name.
     """
+    if (db is None) == (postgres is None):
+        raise UsageError("a starter config names exactly one of db or postgres")
+    if not keys:
+        raise UsageError("a starter config names at least one key file")
+    check_key_name(name)
+    q = toml_string
+    key_list = ", ".join(q(k) for k in keys)
+    state = (
+        f'db = {q(db)}\n# postgres = "postgresql://witness@localhost:5432/witness"\n'
+        if db is not None
+        else f"# db = {q(DB_FILE)}\npostgres = {q(postgres or '')}\n"
+    )
+    return (
+        f"""\
+# tlog-witness configuration (TOML). Every setting is optional; command-line flags of
+# 'tlog-witness serve' override it. Relative paths are relative to this file's directory.
+# See 'tlog-witness serve --help' for every setting.
 
-    origin: str
-    vkey: str
-    qpd: int
-    contact: str
-    bastion: str | None
-    line: int
-    unsupported: str | None = None
+# The witness's name: the key name of its cosignature keys and of the signature lines it
+# returns. Log operators configure it together with the vkeys that 'tlog-witness vkey' prints.
+name = {q(name)}
 
+# Where to listen: HOST:PORT, an IPv6 host in brackets ([::1]:7380); port 0 takes any free
+# port. 127.0.0.1 serves this machine only; use 0.0.0.0 (or a reverse proxy) to serve others.
+listen = {q(DEFAULT_LISTEN)}
 
-_KNOWN_UNSUPPORTED = {0x02: "ECDSA", 0x05: "RFC 6962 STH"}
-_HEX8 = re.compile(r"[0-9a-f]{8}")
-_ORDER = ("vkey", "origin", "bastion", "qpd", "contact")
+# The state: the logs this witness follows, the latest checkpoint it cosigned for each, and
+# evidence of split views. A SQLite file (db), or a PostgreSQL URL (postgres) for a witness
+# run as several processes. Exactly one of the two.
+{state}
+# The witness's signer keys (Go note PRIVATE+KEY+... files, mode 0600): an Ed25519
+# cosignature/v1 key (type 0x04) and/or an ML-DSA-44 subtree/v1 key (type 0x06, which also
+# enables sign-subtree). All carry the witness's name.
+keys = [{key_list}]
 
-
-def _list_vkey(vkey: str, fail: Callable[[str], MalformedError]) -> tuple[str, str | None]:
-    """(key name, None) for a usable log key; (key name, reason) for a well-formed key of
-    another type; MalformedError (through ``fail``) for a key that does not parse."""
-    parts = vkey.split("+", 2)
-    if len(parts) != 3:
-        raise fail(f"vkey {vkey[:60]!r} does not have the form name+id+key")
-    name, id_text, b64 = parts
-    try:
-        check_key_name(name)
-        if not _HEX8.fullmatch(id_text):
-            raise MalformedError(f"key ID {id_text!r} is not 8 lowercase hex digits")
-        raw = b64decode(b64, "the key")
-        if not raw:
-            raise MalformedError("the key is empty")
-    except MalformedError as e:
-        raise fail(f"vkey: {e}") from None
-    key_type = raw[0]
-    if key_type not in LOG_KEY_TYPES:
-        kind = _KNOWN_UNSUPPORTED.get(key_type) or TYPE_NAMES.get(key_type) or "unknown"
-        return name, (
-            f"key type 0x{key_type:02x} ({kind}): logs here sign with 0x01 (Ed25519) or"
-            " 0x06 (ML-DSA-44)"
-        )
-    try:
-        check_log_vkey(vkey)
-    except (MalformedError, UsageError) as e:
-        raise fail(str(e)) from None
-    return name, None
-
-
-def parse_log_list(data: bytes, where: str = "log list") -> list[ListedLog]:
-    """Parse a logs/v0 list strictly (see the module docstring), entries in list order."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedError(f"{where} is not valid UTF-8 (byte {e.start})") from None
-    if text and not text.endswith("\n"):
-        raise MalformedError(f"{where} does not end in a newline")
-    lines = text[:-1].split("\n") if text else []
-    seen_header = False
-    entries: list[ListedLog] = []
-    first_line: dict[str, int] = {}
-    entry: dict[str, Any] = {}
-    entry_line = 0
-    expect = 0  # index in _ORDER of the next keyword allowed
-
-    def fail_at(n: int) -> Callable[[str], MalformedError]:
-        def fail(detail: str) -> MalformedError:
-            return MalformedError(f"{where} line {n}: {detail}")
-
-        return fail
-
-    def finish() -> None:
-        nonlocal entry, expect
-        if not entry:
-            return
-        if "contact" not in entry:
-            missing = "qpd" if "qpd" not in entry else "contact"
-            raise MalformedError(
-                f"{where} line {entry_line}: the log entry has no {missing!r} line"
-            )
-        origin = entry.get("origin") or entry["name"]
-        fail = fail_at(entry.get("origin_line", entry_line))
-        try:
-            check_origin(origin)
-        except MalformedError as e:
-            raise fail(str(e)) from None
-        if origin in first_line:
-            raise fail(f"log {origin} is listed twice (first at line {first_line[origin]})")
-        first_line[origin] = entry_line
-        entries.append(
-            ListedLog(
-                origin=origin,
-                vkey=entry["vkey"],
-                qpd=entry["qpd"],
-                contact=entry["contact"],
-                bastion=entry.get("bastion"),
-                line=entry_line,
-                unsupported=entry["unsupported"],
-            )
-        )
-        entry, expect = {}, 0
-
-    for n, line in enumerate(lines, 1):
-        fail = fail_at(n)
-        if "\r" in line:
-            raise fail("contains a carriage return (lines end in LF alone)")
-        if line == "" or line.startswith("#"):
-            continue
-        if line != line.strip():
-            raise fail("has white space at its start or end")
-        if any(c < " " or c == "\x7f" for c in line):
-            raise fail("contains a control character")
-        if not seen_header:
-            if line != LOG_LIST_HEADER:
-                raise fail(f"expected the header {LOG_LIST_HEADER!r}, found {line[:60]!r}")
-            seen_header = True
-            continue
-        keyword, sep, value = line.partition(" ")
-        if keyword not in _ORDER:
-            raise fail(f"unknown keyword {keyword[:40]!r} (known: {', '.join(_ORDER)})")
-        if not sep or not value:
-            raise fail(f"{keyword!r} has no value")
-        if keyword == "vkey":
-            finish()
-            name, unsupported = _list_vkey(value, fail)
-            entry = {"vkey": value, "name": name, "unsupported": unsupported}
-            entry_line = n
-            expect = 1
-            continue
-        if not entry:
-            raise fail(f"{keyword!r} before any 'vkey' line")
-        position = _ORDER.index(keyword)
-        if position < expect:
-            raise fail(
-                f"{keyword!r} is repeated or out of order (an entry is vkey, origin, bastion,"
-                " qpd, contact)"
-            )
-        if keyword == "contact" and "qpd" not in entry:
-            # origin and bastion may be left out, qpd may not.
-            raise fail("'contact' before 'qpd' (every entry has a qpd line)")
-        expect = position + 1
-        if keyword == "origin":
-            if value != "none":
-                entry["origin"] = value
-            entry["origin_line"] = n
-        elif keyword == "bastion":
-            if value != "none":
-                if any(c.isspace() for c in value):
-                    raise fail("the bastion URL contains white space")
-                entry["bastion"] = value
-        elif keyword == "qpd":
-            try:
-                qpd = parse_decimal(value, "qpd")
-            except MalformedError as e:
-                raise fail(str(e)) from None
-            if qpd < 1:
-                raise fail("qpd must be at least 1")
-            entry["qpd"] = qpd
-        else:
-            entry["contact"] = value
-    if not seen_header:
-        raise MalformedError(f"{where} has no {LOG_LIST_HEADER!r} header line")
-    finish()
-    return entries
+"""
+        + _STARTER_SERVER
+    )
 
 
 __all__ = [

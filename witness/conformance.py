@@ -117,6 +117,8 @@ DEFAULT_TIMEOUT = 10.0
 MAX_KEY_FILE_SIZE = 1 << 16
 _SHOWN = 120  # characters of an answer shown in a result
 
+_SOME_HASH = hashlib.sha256(b"some hash").digest()  # a proof line of the right length
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -328,8 +330,16 @@ class _Suite:
     # --- the checks ----------------------------------------------------------------------------
 
     def run(self, monitoring: bool, unknown_origin: str) -> list[CheckResult]:
-        log, fork = self.log, self.fork
-        note1 = log.note(N1)
+        """Every check, in order, against a fresh origin; the results."""
+        note1 = self.log.note(N1)
+        self.refusals(note1, monitoring, unknown_origin)
+        self.first_cosignature(note1, monitoring)
+        self.updates(note1, monitoring)
+        return self.results
+
+    def refusals(self, note1: bytes, monitoring: bool, unknown_origin: str) -> None:
+        """What the witness must refuse while the origin is fresh: nothing gets cosigned."""
+        log = self.log
         if monitoring:
             self.expect(
                 "monitoring: a never-cosigned origin is 404", "TW-31", 404,
@@ -355,7 +365,7 @@ class _Suite:
         )  # fmt: skip
         # Malformed bodies. Each would read as "old 5" to a lenient parser, which must then
         # answer 409 on the fresh origin rather than cosign: the origin stays fresh.
-        h = hashlib.sha256(b"some hash").digest()
+        h = _SOME_HASH
         malformed: list[tuple[str, str, bytes]] = [
             ("old with a leading zero", "TW-6, §14.17", _body("old 05", [], note1)),
             ("old with a plus sign", "TW-6, §14.17", _body("old +5", [], note1)),
@@ -390,7 +400,9 @@ class _Suite:
             lambda: self.post(_body(0, [h], note1)),
         )  # fmt: skip
 
-        # First cosignature.
+    def first_cosignature(self, note1: bytes, monitoring: bool) -> None:
+        """The first cosignature of the origin, what monitoring serves then, and resends."""
+        log = self.log
         first = self.expect(
             "old 0, size 6, empty proof is 200", "TW-19, §14.13", 200,
             lambda: self.post(_body(0, [], note1)),
@@ -420,6 +432,10 @@ class _Suite:
             "lines from unknown keys are ignored", "TW-9", 200,
             lambda: self.post(_body(N1, [], with_unknown)),
         )  # fmt: skip
+
+    def updates(self, note1: bytes, monitoring: bool) -> None:
+        """Updates after the first cosignature: refused ones, a good one, a stale one."""
+        log, fork, h = self.log, self.fork, _SOME_HASH
         self.expect(
             "old = size with a non-empty proof is 422", "§14.14", 422,
             lambda: self.post(_body(N1, [h], note1)),
@@ -453,7 +469,6 @@ class _Suite:
                 "POST on the monitoring endpoint is 405", "TW-29", 405,
                 lambda: self.request("POST", self.monitoring_url(), b""),
             )  # fmt: skip
-        return self.results
 
     def monitoring_checks(self, text: bytes) -> None:
         name, rule = "monitoring serves the cosigned checkpoint", "TW-29, TW-30"

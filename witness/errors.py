@@ -125,6 +125,11 @@ class StateFailureError(WitnessError):
     status = 500
 
 
+class FetchError(TlogError):
+    """A log list could not be fetched from its URL: the network, a timeout, an HTTP status
+    other than 200 (``tlog-witness`` exit 4; not an HTTP error of the server)."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """An error response: status, headers and body (bytes), free of any web framework."""

@@ -46,17 +46,20 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from tlog.errors import UsageError
+from tlog.keys import SignerKey
 from witness.config import format_listen
 from witness.connections import GuardedSite
-from witness.server import GUARD_KEY, RUNNER_OPTIONS_KEY
+from witness.open import open_state
+from witness.server import GUARD_KEY, LOGGER_NAME, RUNNER_OPTIONS_KEY, make_app
+from witness.settings import ServeSettings, cosigner
 
-__all__ = ["AppFactory", "serve"]
+__all__ = ["AppFactory", "app_factory", "request_logger", "serve"]
 
 AppFactory = Callable[[int | None], tuple[web.Application, Callable[[], None]]]
 """Opens the state and builds the application for worker N (None: the one process); returns
@@ -380,6 +383,21 @@ def _signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+class _Children:
+    """The supervisor's workers (pid -> worker index), and whether it is stopping."""
+
+    def __init__(self) -> None:
+        self.pids: dict[int, int] = {}
+        self.stopping = False
+
+    def stop(self, signum: int = signal.SIGTERM, frame: object = None) -> None:
+        """Stop every worker (also the SIGTERM and SIGINT handler)."""
+        self.stopping = True
+        for pid in self.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
 def _supervise(
     factory: AppFactory,
     host: str,
@@ -392,16 +410,7 @@ def _supervise(
     held = _reserve(host, port)
     parent = os.getpid()
     ready_r, ready_w = os.pipe()
-    children: dict[int, int] = {}  # pid -> worker index
-    stopping = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
+    children = _Children()
     try:
         # Signals wait until every child exists and the handler knows it.
         with _signals_blocked():
@@ -417,50 +426,106 @@ def _supervise(
                         )
                     finally:
                         os._exit(status)
-                children[pid] = index
+                children.pids[pid] = index
             os.close(ready_w)
-            signal.signal(signal.SIGTERM, on_signal)
-            signal.signal(signal.SIGINT, on_signal)
-        status = 0
-        ready = 0
-        announced = False
-        while children:
-            if not announced and not stopping:
-                # Until every worker is ready: its byte, or end of file when one died first.
-                got = os.read(ready_r, 64)
-                ready += len(got)
-                if got and ready < workers:
-                    continue
-                announced = True
-                if ready >= workers:
-                    _announce([s.getsockname() for s in held], vkeys, logger, workers=workers)
-                continue
-            try:
-                pid, wait_status = os.wait()
-            except ChildProcessError:
-                break
-            if pid not in children:
-                continue
-            index = children.pop(pid)
-            code = os.waitstatus_to_exitcode(wait_status)
-            if not stopping and code == 0:
-                # It stopped gracefully: it was sent SIGTERM itself (systemd's default
-                # KillMode signals every process of the unit at once). Stop the others.
-                on_signal(signal.SIGTERM, None)
-            elif not stopping:
-                how = f"signal {-code}" if code < 0 else f"status {code}"
-                print(
-                    f"tlog-witness: worker {index} (pid {pid}) exited with {how}; stopping",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                status = 1
-                on_signal(signal.SIGTERM, None)
-            elif code != 0:
-                status = 1
+            signal.signal(signal.SIGTERM, children.stop)
+            signal.signal(signal.SIGINT, children.stop)
+        status = _watch(children, ready_r, workers, held, vkeys, logger)
         logger.info(json.dumps({"event": "stop"}))
         return status
     finally:
         os.close(ready_r)
         for s in held:
             s.close()
+
+
+def _watch(
+    children: _Children,
+    ready_r: int,
+    workers: int,
+    held: list[socket.socket],
+    vkeys: list[str],
+    logger: logging.Logger,
+) -> int:
+    """Announce once every worker is ready, then wait for them all; the exit status."""
+    status = 0
+    ready = 0
+    announced = False
+    while children.pids:
+        if not announced and not children.stopping:
+            # Until every worker is ready: its byte, or end of file when one died first.
+            got = os.read(ready_r, 64)
+            ready += len(got)
+            if got and ready < workers:
+                continue
+            announced = True
+            if ready >= workers:
+                _announce([s.getsockname() for s in held], vkeys, logger, workers=workers)
+            continue
+        try:
+            pid, wait_status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children.pids:
+            continue
+        index = children.pids.pop(pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if not children.stopping and code == 0:
+            # It stopped gracefully: it was sent SIGTERM itself (systemd's default
+            # KillMode signals every process of the unit at once). Stop the others.
+            children.stop()
+        elif not children.stopping:
+            how = f"signal {-code}" if code < 0 else f"status {code}"
+            print(
+                f"tlog-witness: worker {index} (pid {pid}) exited with {how}; stopping",
+                file=sys.stderr,
+                flush=True,
+            )
+            status = 1
+            children.stop()
+        elif code != 0:
+            status = 1
+    return status
+
+
+# --- serving from settings -------------------------------------------------------------------
+
+
+def request_logger() -> logging.Logger:
+    """The server's logger (:data:`witness.server.LOGGER_NAME`), set to write each record's
+    message (one JSON line) to standard error, as ``tlog-witness serve`` does."""
+    # The logging HOWTO's "Optimization": the records carry no caller, thread or process,
+    # which the JSON lines do not show; it saves a frame walk and three calls per request.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logger = logging.getLogger(LOGGER_NAME)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return logger
+
+
+def app_factory(
+    s: ServeSettings, name: str, keys: Sequence[SignerKey], logger: logging.Logger
+) -> AppFactory:
+    """The :data:`AppFactory` of settings ``s``: each call opens the state (which must exist)
+    and builds the application of witness ``name`` with its ``keys``
+    (:func:`witness.settings.read_witness_keys`)."""
+    signers = [cosigner(k) for k in keys]
+
+    def factory(worker: int | None) -> tuple[web.Application, Callable[[], None]]:
+        state = open_state(db=s.db, postgres=s.postgres, create=False)
+        try:
+            app = make_app(
+                state, signers, name=name, logger=logger, worker=worker, **s.app_options()
+            )
+        except BaseException:
+            state.close()
+            raise
+        return app, state.close
+
+    return factory
