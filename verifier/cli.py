@@ -47,9 +47,9 @@ an internal error with status 2 (the input was not judged).
 
 Each verb is declared once (:func:`command`) and is a call of a library function: the trust
 options become a policy in :mod:`verifier.trust`, the progress bar is
-:class:`verifier.progress.ProgressBar`, and the verdicts are :func:`verifier.export.
-verify_export_file` and the functions of :mod:`verifier.proofs`. This module parses, calls and
-prints.
+:class:`verifier.progress.ProgressBar`, and the verdicts are
+:func:`verifier.export.verify_export_file` and the functions of :mod:`verifier.proofs`. This
+module parses, calls and prints.
 """
 
 from __future__ import annotations

@@ -53,13 +53,7 @@ from tlog.note import MAX_NOTE_SIZE, Verifier, parse_note
 from tlog.policy import Policy, PolicyResult, TimePolicy
 from tlog.proof import MAX_PROOF_SIZE, TlogProof
 from verifier.records import RecordsResult, read_records, trusted_record_keys
-from verifier.report import (
-    Failure,
-    InputError,
-    LocatedError,
-    Report,
-    failure_from,
-)
+from verifier.report import Failure, InputError, LocatedError, Report, failure_from
 
 __all__ = [
     "MAX_CONSISTENCY_PROOF_SIZE",
