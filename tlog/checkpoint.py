@@ -32,6 +32,13 @@ from tlog.errors import MalformedError, ProofError
 from tlog.merkle import EMPTY_ROOT
 from tlog.note import Note, Verifier, check_text, open_note
 
+__all__ = [
+    "Checkpoint",
+    "SignedCheckpoint",
+    "open_checkpoint",
+    "origin_of",
+]
+
 
 @dataclass(frozen=True)
 class Checkpoint:

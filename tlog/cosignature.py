@@ -58,6 +58,26 @@ from tlog.note import (
     key_id,
 )
 
+__all__ = [
+    "ED25519_SIG_SIZE",
+    "MLDSA44_PUBLIC_KEY_SIZE",
+    "MLDSA44_SIG_SIZE",
+    "SUBTREE_LABEL",
+    "TYPE_COSIGNATURE_V1",
+    "TYPE_SUBTREE_V1",
+    "Clock",
+    "CosignatureV1Signer",
+    "CosignatureV1Verifier",
+    "Subtree",
+    "SubtreeV1Signer",
+    "SubtreeV1Verifier",
+    "cosignature_v1_message",
+    "split_timestamped",
+    "subtree_v1_message",
+    "timestamp_of",
+]
+
+
 TYPE_COSIGNATURE_V1 = 0x04
 TYPE_SUBTREE_V1 = 0x06
 

@@ -7,7 +7,10 @@ only that spelling:
   zero, no non-ASCII digit (Python's ``int()`` accepts all of those, hence this module);
 * base64: RFC 4648 §4, the standard alphabet, with padding, and canonical — the unused trailing
   bits must be zero, so that re-encoding the value gives back the same text;
-* hashes: base64 of exactly 32 bytes (44 characters).
+* hashes: base64 of exactly 32 bytes (44 characters);
+* opaque octet strings (tlog-policy names and URLs) held as ``str``: decoded as UTF-8 with the
+  ``surrogateescape`` error handler, which maps every octet string to exactly one ``str`` and
+  back (:func:`decode_octets`, :func:`encode_octets`; :func:`show_octets` for messages).
 
 Sizes, indexes and timestamps are bounded by ``MAX_INT63`` (2^63−1), the range of Go's int64
 used by golang.org/x/mod/sumdb/tlog, and the bound tlog-cosignature sets on timestamps.
@@ -20,6 +23,19 @@ import binascii
 import re
 
 from tlog.errors import MalformedError
+
+__all__ = [
+    "HASH_SIZE",
+    "MAX_INT63",
+    "b64decode",
+    "b64encode",
+    "decode_octets",
+    "encode_octets",
+    "parse_decimal",
+    "parse_hash",
+    "show_octets",
+]
+
 
 MAX_INT63 = (1 << 63) - 1
 """Largest tree size, index or timestamp accepted anywhere (Go's int64, tlog-cosignature)."""
@@ -74,6 +90,21 @@ def b64decode(text: str | bytes, what: str) -> bytes:
     if base64.b64encode(raw).decode("ascii") != text:
         raise MalformedError(f"{what} is non-canonical base64 (trailing bits are not zero)")
     return raw
+
+
+def encode_octets(s: str) -> bytes:
+    """The octets that ``s`` (from :func:`decode_octets`) stands for."""
+    return s.encode("utf-8", "surrogateescape")
+
+
+def decode_octets(b: bytes) -> str:
+    """The ``str`` that stands for the octets ``b``, UTF-8 or not (surrogate escapes)."""
+    return b.decode("utf-8", "surrogateescape")
+
+
+def show_octets(s: str) -> str:
+    """``s`` printable: opaque non-UTF-8 octets as ``\\xNN`` escapes."""
+    return encode_octets(s).decode("utf-8", "backslashreplace")
 
 
 def b64encode(data: bytes) -> str:

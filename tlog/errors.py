@@ -22,6 +22,17 @@ mapping to HTTP statuses lives in the witness server only.
 
 from __future__ import annotations
 
+__all__ = [
+    "InvalidSignatureError",
+    "MalformedError",
+    "PolicyError",
+    "ProofError",
+    "TlogError",
+    "UnverifiedNoteError",
+    "UsageError",
+    "VerificationError",
+]
+
 
 class TlogError(Exception):
     """Root of every exception tlog raises on purpose."""

@@ -70,6 +70,46 @@ import orjson
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.note import Ed25519Signer, Verifier
 
+__all__ = [
+    "BODY_VERSION",
+    "GENESIS",
+    "KIND_EFFECT_STARTED",
+    "KIND_RUN_CONCLUDED",
+    "KIND_RUN_SEALED",
+    "MAX_DEPTH",
+    "MAX_RECORD_SIZE",
+    "MAX_SAFE_INT",
+    "MAX_SEQ",
+    "RECORD_SIGNATURE_CONTEXT",
+    "SEAL_KIND_TEXT",
+    "Body",
+    "ChainError",
+    "Record",
+    "RecordSignature",
+    "body_names",
+    "canonical_json",
+    "chain_hash",
+    "check_case_id",
+    "check_effect_key",
+    "check_kind",
+    "check_outcome",
+    "check_record",
+    "check_run_id",
+    "check_tenant",
+    "decode_body",
+    "make_record",
+    "orjson_body_names",
+    "parse_canonical_json",
+    "parse_json",
+    "record_signature_message",
+    "seal_body",
+    "seal_outcome",
+    "sign_record",
+    "verify_chain",
+    "verify_record_signature",
+]
+
+
 GENESIS = bytes(32)
 """The previous hash of a run's first record."""
 

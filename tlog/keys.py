@@ -46,6 +46,20 @@ from tlog.encoding import b64decode, b64encode
 from tlog.errors import MalformedError
 from tlog.note import TYPE_ED25519, Ed25519Signer, Ed25519Verifier, Verifier, check_key_name
 
+__all__ = [
+    "TYPE_NAMES",
+    "AnySigner",
+    "SignerKey",
+    "UnsupportedKeyError",
+    "cosigner_from_vkey",
+    "format_vkey",
+    "generate_key",
+    "parse_signer_key",
+    "parse_vkey",
+    "verifier_for",
+]
+
+
 TYPE_NAMES = {
     TYPE_ED25519: "ed25519",
     TYPE_COSIGNATURE_V1: "cosignature/v1",

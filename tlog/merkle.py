@@ -40,6 +40,35 @@ from typing import Protocol
 from tlog.encoding import HASH_SIZE, MAX_INT63
 from tlog.errors import ProofError, UsageError
 
+__all__ = [
+    "EMPTY_ROOT",
+    "HashReader",
+    "MemoryHashStore",
+    "check_empty_tree_root",
+    "consistency_proof",
+    "consistency_proof_size",
+    "inclusion_proof",
+    "inclusion_proof_size",
+    "is_valid_subtree",
+    "leaf_hash",
+    "node_hash",
+    "proven_prefix_root",
+    "proves_inconsistency",
+    "root",
+    "root_of_entries",
+    "split_stored_hash_index",
+    "stored_hash_count",
+    "stored_hash_index",
+    "stored_hashes_for_leaf",
+    "stored_hashes_for_leaves",
+    "tree_hash",
+    "verify_consistency",
+    "verify_inclusion",
+    "verify_subtree_consistency",
+    "verify_witness_consistency",
+]
+
+
 _sha256 = hashlib.sha256
 _c_fold: Callable[[list[bytes], list[bytes], int], list[bytes]] | None = None
 try:  # stored_hashes_for_leaves's loop in C (tlog/_speedups.c): about 6x faster

@@ -54,6 +54,30 @@ from tlog.errors import (
     UsageError,
 )
 
+__all__ = [
+    "MAX_NOTE_SIZE",
+    "MAX_SIGNATURES",
+    "SIG_PREFIX",
+    "TYPE_ED25519",
+    "Ed25519Signer",
+    "Ed25519Verifier",
+    "Note",
+    "Signature",
+    "Signer",
+    "Verifier",
+    "add_signatures",
+    "check_key_name",
+    "check_text",
+    "ed25519_verify",
+    "format_note",
+    "key_id",
+    "open_note",
+    "parse_note",
+    "parse_signature_line",
+    "sign_note",
+]
+
+
 SIG_PREFIX = "— "
 """Start of every signature line: U+2014 EM DASH (E2 80 94), then a space."""
 

@@ -60,64 +60,55 @@ the quorum line, each kind in definition order, items separated by one space, no
 Because members always precede their groups, the reordering keeps every reference backwards.
 Thresholds keep their spelling (``all``, ``any`` or the number).
 
-Evaluation of a signed checkpoint (:meth:`Policy.evaluate`, :meth:`Policy.verify`):
-
-1. The note is opened with :func:`tlog.note.open_note` against the log *and* witness keys:
-   lines from unknown keys (including a known name with another key ID) are ignored; a line
-   whose (name, key ID) is a policy key but does not verify rejects the whole note with
-   :class:`~tlog.errors.InvalidSignatureError` — a witness's bad cosignature included. That
-   is signed-note's SHOULD, and it keeps a verifier from silently accepting a note that
-   carries forged lines. Byte-identical repeated lines count once; two different lines from
-   one key reject the note (see :mod:`tlog.note`), so no cosignature can count twice.
-2. At least one listed log's key must have verified, else
-   :class:`~tlog.errors.UnverifiedNoteError`. The spec's "a log vkey's key name MUST
-   correspond to the log's origin" is applied by the policy author's choice of vkey: by
-   default a log entry matches when its key verified the note, whatever the key name, since
-   real logs are signed by a name other than their origin (``go.sum database tree`` by
-   ``sum.golang.org``). With ``require_origin_match=True`` only a log key whose name equals
-   the checkpoint's origin counts.
-3. Each witness whose cosignature verified is *satisfied*, once, unless a
-   :class:`TimePolicy` says its timestamp is too old (below ``now - max_age``) or too far in
-   the future (above ``now + max_skew``); such cosignatures are reported as ignored. Without a
-   time policy every verified timestamp counts, and no clock is read.
-4. The quorum is evaluated: ``none`` is always met, a witness is met when satisfied, a group
-   when at least k of its members are met. A witness may be a member of several groups and
-   then counts in each (the spec only forbids listing a name twice in one group).
-
-:meth:`Policy.evaluate` returns a :class:`PolicyResult` whether or not the quorum is met;
-:meth:`Policy.verify` raises :class:`QuorumError` (a :class:`~tlog.errors.PolicyError`) when it
-is not, naming every short group ("quorum X-and-Y not met: group X-and-Y has 1 of 2; group
-X-witnesses has 1 of 2").
+Evaluation of a signed checkpoint under a policy (:meth:`Policy.evaluate`,
+:meth:`Policy.verify`: the log's signature, the cosignatures that count under the time rules,
+the quorum) is defined in :mod:`tlog.quorum`, whose names this module also exports.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tlog.checkpoint import Checkpoint
-from tlog.cosignature import (
-    TYPE_COSIGNATURE_V1,
-    TYPE_SUBTREE_V1,
-    CosignatureV1Verifier,
-    timestamp_of,
-)
-from tlog.encoding import MAX_INT63, parse_decimal
-from tlog.errors import MalformedError, PolicyError, UnverifiedNoteError, UsageError
+from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1, CosignatureV1Verifier
+from tlog.encoding import MAX_INT63, decode_octets, encode_octets, parse_decimal, show_octets
+from tlog.errors import MalformedError, UsageError
 from tlog.keys import cosigner_from_vkey, format_vkey, parse_vkey
-from tlog.note import TYPE_ED25519, Note, Verifier, open_note, parse_note
+from tlog.note import TYPE_ED25519, Verifier
+from tlog.quorum import (
+    DEFAULT_MAX_SKEW,
+    NONE,
+    Cosigned,
+    IgnoredCosignature,
+    PolicyResult,
+    QuorumError,
+    Shortfall,
+    TimePolicy,
+    evaluate,
+    shortfalls,
+)
 
-NONE = "none"
-"""The predefined name of the empty quorum (no cosignature required)."""
+__all__ = [
+    "DEFAULT_MAX_SKEW",
+    "MIN_SUPPORTED",
+    "NONE",
+    "Cosigned",
+    "Group",
+    "IgnoredCosignature",
+    "Log",
+    "Policy",
+    "PolicyResult",
+    "QuorumError",
+    "Shortfall",
+    "Threshold",
+    "TimePolicy",
+    "Witness",
+]
 
 MIN_SUPPORTED = 32
 """The spec asks implementations to support at least this many logs, witnesses and groups."""
-
-DEFAULT_MAX_SKEW = 60
-"""Seconds a cosignature timestamp may lie in the future before it stops counting."""
 
 _SEPARATORS = re.compile(rb"[ \t]+")
 _BAD_LINE_OCTET = re.compile(rb"[^\t\x20-\x7e\x80-\xff]")
@@ -126,26 +117,13 @@ _BAD_ITEM_OCTET = re.compile(rb"[^\x21-\x7e\x80-\xff]")
 Threshold = int | Literal["all", "any"]
 
 
-def _encode(s: str) -> bytes:
-    return s.encode("utf-8", "surrogateescape")
-
-
-def _decode(b: bytes) -> str:
-    return b.decode("utf-8", "surrogateescape")
-
-
-def _show(s: str) -> str:
-    """``s`` printable: opaque non-UTF-8 octets as ``\\xNN`` escapes."""
-    return _encode(s).decode("utf-8", "backslashreplace")
-
-
 def _check_item(item: str, what: str) -> None:
     """Refuse an item that could not be written as one item of a policy line."""
     try:
-        raw = _encode(item)
+        raw = encode_octets(item)
     except UnicodeEncodeError:
         raise MalformedError(f"{what} {item!r} is not an octet string") from None
-    if _decode(raw) != item:
+    if decode_octets(raw) != item:
         # Surrogate escapes that spell valid UTF-8: two strs would name the same octets.
         raise MalformedError(f"{what} {item!r} is not in its canonical (decoded) form")
     if not raw:
@@ -153,7 +131,7 @@ def _check_item(item: str, what: str) -> None:
     bad = _BAD_ITEM_OCTET.search(raw)
     if bad:
         raise MalformedError(
-            f"{what} {_show(item)!r} contains octet 0x{bad.group()[0]:02x} "
+            f"{what} {show_octets(item)!r} contains octet 0x{bad.group()[0]:02x} "
             "(space, tab or a control character)"
         )
 
@@ -219,15 +197,15 @@ class Witness:
         v = self.verifier
         if v.key_type == TYPE_ED25519:
             raise MalformedError(
-                f"witness {_show(self.name)} key {v.name}+{v.key_id:08x} is a type 0x01 "
+                f"witness {show_octets(self.name)} key {v.name}+{v.key_id:08x} is a type 0x01 "
                 "(Ed25519 note) key; a witness line needs a cosignature key (type 0x04 or "
                 "0x06). If the witness cosigns with this Ed25519 key, write its cosignature/v1 "
                 f"vkey: {_cosignature_form(v)}"
             )
         if v.key_type not in (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1):
             raise MalformedError(
-                f"witness {_show(self.name)} key type 0x{v.key_type:02x} is not a cosignature "
-                "type (0x04 or 0x06)"
+                f"witness {show_octets(self.name)} key type 0x{v.key_type:02x} is not a "
+                "cosignature type (0x04 or 0x06)"
             )
         if self.url is not None:
             _check_item(self.url, "witness URL")
@@ -265,7 +243,7 @@ class Group:
         _check_name(self.name, "group name")
         n = len(self.members)
         if n == 0:
-            raise MalformedError(f"group {_show(self.name)} has no members")
+            raise MalformedError(f"group {show_octets(self.name)} has no members")
         if isinstance(self.threshold, str):
             if self.threshold not in ("all", "any"):
                 raise MalformedError(f"group threshold {self.threshold!r} is not all/any/k")
@@ -273,16 +251,20 @@ class Group:
             raise MalformedError(f"group threshold {self.threshold!r} is not all/any/k")
         elif not 1 <= self.threshold <= n:
             raise MalformedError(
-                f"group {_show(self.name)} threshold {self.threshold} is out of range: "
+                f"group {show_octets(self.name)} threshold {self.threshold} is out of range: "
                 f"it must be 1..{n} for {n} member{'s' if n != 1 else ''}"
             )
         seen: set[str] = set()
         for m in self.members:
             _check_item(m, "group member")
             if m == NONE:
-                raise MalformedError(f"group {_show(self.name)}: 'none' is not a valid member")
+                raise MalformedError(
+                    f"group {show_octets(self.name)}: 'none' is not a valid member"
+                )
             if m in seen:
-                raise MalformedError(f"group {_show(self.name)} lists member {_show(m)} twice")
+                raise MalformedError(
+                    f"group {show_octets(self.name)} lists member {show_octets(m)} twice"
+                )
             seen.add(m)
 
     @property
@@ -325,42 +307,41 @@ class _Checker:
             )
         self.key_ids[k] = desc
 
+    def _key(self, keys: dict[bytes, str], v: Verifier, desc: str, duplicate: str) -> None:
+        """Add ``v`` to ``keys`` (the logs' or the witnesses'), refusing a public key twice
+        (``duplicate`` names the clash) and a (key name, key ID) pair twice."""
+        if v.public_key in keys:
+            raise MalformedError(f"{duplicate} wraps the same public key as {keys[v.public_key]}")
+        self._key_id(v, desc)
+        keys[v.public_key] = desc
+
     def log(self, log: Log, line: int | None) -> None:
-        desc = self._where(f"log {log.verifier.name}+{log.verifier.key_id:08x}", line)
-        pk = log.verifier.public_key
-        if pk in self.log_keys:
-            raise MalformedError(
-                f"duplicate log: {log.verifier.name}+{log.verifier.key_id:08x} wraps the same "
-                f"public key as {self.log_keys[pk]}"
-            )
-        self._key_id(log.verifier, desc)
-        self.log_keys[pk] = desc
+        v = log.verifier
+        desc = self._where(f"log {v.name}+{v.key_id:08x}", line)
+        self._key(self.log_keys, v, desc, f"duplicate log: {v.name}+{v.key_id:08x}")
 
     def _define(self, name: str, desc: str) -> None:
         if name in self.names:
-            raise MalformedError(f"name {_show(name)} is already defined by {self.names[name]}")
+            raise MalformedError(
+                f"name {show_octets(name)} is already defined by {self.names[name]}"
+            )
         self.names[name] = desc
 
     def witness(self, w: Witness, line: int | None) -> None:
-        desc = self._where(f"witness {_show(w.name)}", line)
+        desc = self._where(f"witness {show_octets(w.name)}", line)
         if w.name in self.names:  # a name clash is reported before a key clash
             self._define(w.name, desc)
-        pk = w.verifier.public_key
-        if pk in self.witness_keys:
-            raise MalformedError(
-                f"duplicate witness: {_show(w.name)} wraps the same public key as "
-                f"{self.witness_keys[pk]}"
-            )
-        self._key_id(w.verifier, desc)
-        self.witness_keys[pk] = desc
+        duplicate = f"duplicate witness: {show_octets(w.name)}"
+        self._key(self.witness_keys, w.verifier, desc, duplicate)
         self._define(w.name, desc)
 
     def group(self, g: Group, line: int | None) -> None:
-        desc = self._where(f"group {_show(g.name)}", line)
+        desc = self._where(f"group {show_octets(g.name)}", line)
         for m in g.members:
             if m not in self.names:
                 raise MalformedError(
-                    f"group {_show(g.name)}: member {_show(m)} is not defined on an earlier line"
+                    f"group {show_octets(g.name)}: member {show_octets(m)} is not defined on an "
+                    "earlier line"
                 )
         self._define(g.name, desc)
 
@@ -369,136 +350,8 @@ class _Checker:
             raise MalformedError(f"a second quorum line (the first is {self.quorum})")
         _check_item(name, "quorum name")
         if name != NONE and name not in self.names:
-            raise MalformedError(f"quorum {_show(name)} is not defined on an earlier line")
-        self.quorum = f"quorum {_show(name)}" if line is None else f"on line {line}"
-
-
-@dataclass(frozen=True)
-class TimePolicy:
-    """Which cosignature timestamps count, judged at ``now`` (POSIX seconds).
-
-    A timestamp ``t`` counts when ``now - max_age <= t`` (if ``max_age`` is set) and
-    ``t <= now + max_skew`` (if ``max_skew`` is set; default 60 s). Requires: non-negative
-    ints. Pure: :meth:`current` is the only place a clock is read.
-    """
-
-    now: int
-    max_age: int | None = None
-    max_skew: int | None = DEFAULT_MAX_SKEW
-
-    def __post_init__(self) -> None:
-        for what, value in (
-            ("now", self.now),
-            ("max_age", self.max_age),
-            ("max_skew", self.max_skew),
-        ):
-            if value is None and what != "now":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UsageError(f"time policy {what} must be a non-negative int, not {value!r}")
-
-    @classmethod
-    def current(
-        cls,
-        max_age: int | None = None,
-        max_skew: int | None = DEFAULT_MAX_SKEW,
-        clock: Callable[[], float] = time.time,
-    ) -> TimePolicy:
-        """A time policy judged at the clock's current second."""
-        return cls(int(clock()), max_age, max_skew)
-
-    def reject_reason(self, timestamp: int) -> str | None:
-        """Why a cosignature at ``timestamp`` does not count, or None when it counts."""
-        if self.max_age is not None and timestamp < self.now - self.max_age:
-            return (
-                f"timestamp {timestamp} is older than max_age {self.max_age}s "
-                f"before now ({self.now})"
-            )
-        if self.max_skew is not None and timestamp > self.now + self.max_skew:
-            return (
-                f"timestamp {timestamp} is more than max_skew {self.max_skew}s "
-                f"in the future of now ({self.now})"
-            )
-        return None
-
-
-@dataclass(frozen=True)
-class Cosigned:
-    """A witness satisfied by a verified cosignature, with the cosignature's timestamp."""
-
-    witness: Witness
-    timestamp: int
-
-
-@dataclass(frozen=True)
-class IgnoredCosignature:
-    """A verified cosignature that does not count under the time policy, and why."""
-
-    witness: Witness
-    timestamp: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Shortfall:
-    """A group (or the quorum witness) not met: it has ``have`` of the ``need`` required."""
-
-    kind: Literal["group", "witness"]
-    name: str
-    have: int
-    need: int
-
-    def __str__(self) -> str:
-        if self.kind == "witness":
-            return f"witness {_show(self.name)} has no counted cosignature"
-        return f"group {_show(self.name)} has {self.have} of {self.need}"
-
-
-@dataclass(frozen=True)
-class PolicyResult:
-    """The outcome of evaluating a signed checkpoint against a policy.
-
-    ``logs`` are the listed logs whose signature verified (at least one), ``cosignatures``
-    the satisfied witnesses in note order, ``ignored`` the verified cosignatures the time
-    policy discarded, ``shortfalls`` the unmet groups reachable from the quorum (empty when
-    ``quorum_met``).
-    """
-
-    checkpoint: Checkpoint
-    note: Note
-    logs: tuple[Log, ...]
-    cosignatures: tuple[Cosigned, ...]
-    ignored: tuple[IgnoredCosignature, ...]
-    quorum: str
-    quorum_met: bool
-    shortfalls: tuple[Shortfall, ...]
-
-    @property
-    def log(self) -> Log:
-        """The first listed log whose signature verified."""
-        return self.logs[0]
-
-    @property
-    def satisfied(self) -> frozenset[str]:
-        """Names of the satisfied witnesses."""
-        return frozenset(c.witness.name for c in self.cosignatures)
-
-    def describe_failure(self) -> str:
-        """The message :class:`QuorumError` carries."""
-        msg = f"quorum {_show(self.quorum)} not met: " + "; ".join(map(str, self.shortfalls))
-        if self.ignored:
-            msg += "; not counted: " + "; ".join(
-                f"witness {_show(i.witness.name)} {i.reason}" for i in self.ignored
-            )
-        return msg
-
-
-class QuorumError(PolicyError):
-    """The checkpoint's signatures verify but the quorum is not met; ``result`` says how."""
-
-    def __init__(self, result: PolicyResult) -> None:
-        super().__init__(result.describe_failure())
-        self.result = result
+            raise MalformedError(f"quorum {show_octets(name)} is not defined on an earlier line")
+        self.quorum = f"quorum {show_octets(name)}" if line is None else f"on line {line}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -559,7 +412,7 @@ class Policy:
         lines += [x.format() for x in self.witnesses]
         lines += [x.format() for x in self.groups]
         lines.append(f"quorum {self.quorum}")
-        return b"".join(_encode(line) + b"\n" for line in lines)
+        return b"".join(encode_octets(line) + b"\n" for line in lines)
 
     # --- programmatic construction ----------------------------------------------------------
 
@@ -636,40 +489,11 @@ class Policy:
 
     def shortfalls(self, satisfied: Iterable[str]) -> tuple[Shortfall, ...]:
         """The unmet groups reachable from the quorum, quorum first, when the witnesses named
-        ``satisfied`` are satisfied; empty when the quorum is met.
+        ``satisfied`` are satisfied; empty when the quorum is met (:func:`tlog.quorum.shortfalls`).
 
         Requires: every name in ``satisfied`` is a witness of this policy.
         """
-        sat = set(satisfied)
-        names = {w.name for w in self.witnesses}
-        unknown = sat - names
-        if unknown:
-            raise UsageError(f"not witnesses of this policy: {sorted(map(_show, unknown))}")
-        met: dict[str, bool] = {n: n in sat for n in names}
-        counts: dict[str, int] = {}
-        by_name: dict[str, Group] = {}
-        for g in self.groups:  # canonical order: members before groups
-            counts[g.name] = sum(met[m] for m in g.members)
-            met[g.name] = counts[g.name] >= g.k
-            by_name[g.name] = g
-        if self.quorum == NONE or met[self.quorum]:
-            return ()
-        if self.quorum not in by_name:
-            return (Shortfall("witness", self.quorum, 0, 1),)
-        out: list[Shortfall] = []
-        seen: set[str] = set()
-
-        def walk(name: str) -> None:
-            if name in seen or name not in by_name or met[name]:
-                return
-            seen.add(name)
-            g = by_name[name]
-            out.append(Shortfall("group", name, counts[name], g.k))
-            for m in g.members:
-                walk(m)
-
-        walk(self.quorum)
-        return tuple(out)
+        return shortfalls(self, satisfied)
 
     def quorum_met(self, satisfied: Iterable[str]) -> bool:
         """Whether the quorum is met when the witnesses named ``satisfied`` are satisfied."""
@@ -686,56 +510,10 @@ class Policy:
     ) -> PolicyResult:
         """Open a signed checkpoint note with this policy's keys and evaluate the quorum.
 
-        Returns the result even when the quorum is not met. Raises
-        :class:`~tlog.errors.MalformedError` (not a note, or not a checkpoint),
-        :class:`~tlog.errors.InvalidSignatureError` (a line from a policy key, log or witness,
-        fails), :class:`~tlog.errors.UnverifiedNoteError` (no listed log signed; with
-        ``require_origin_match``, none whose key name is the origin). Requires: the policy
-        lists at least one log (:meth:`with_logs`).
+        Returns the result even when the quorum is not met (:func:`tlog.quorum.evaluate`, which
+        says what it raises). Requires: the policy lists at least one log (:meth:`with_logs`).
         """
-        if not self.logs:
-            raise UsageError("the policy lists no logs: add the logs known from context")
-        text, _ = parse_note(note)
-        checkpoint = Checkpoint.parse(text)
-        opened = open_note(note, self.verifiers)
-        logs = {(x.verifier.name, x.verifier.key_id): x for x in self.logs}
-        witnesses = {(w.verifier.name, w.verifier.key_id): w for w in self.witnesses}
-        verified_logs = [
-            logs[(s.name, s.key_id)] for s in opened.sigs if (s.name, s.key_id) in logs
-        ]
-        if require_origin_match:
-            verified_logs = [x for x in verified_logs if x.verifier.name == checkpoint.origin]
-        if not verified_logs:
-            how = " whose key name is the origin" if require_origin_match else ""
-            raise UnverifiedNoteError(
-                f"checkpoint {checkpoint.origin!r} carries no verified signature "
-                f"from a listed log{how}"
-            )
-        cosigned: dict[str, Cosigned] = {}
-        ignored: list[IgnoredCosignature] = []
-        for sig in opened.sigs:
-            w = witnesses.get((sig.name, sig.key_id))
-            # open_note already refuses two different lines from one key; the second test
-            # keeps a witness from ever counting twice should that rule change.
-            if w is None or w.name in cosigned:
-                continue
-            ts = timestamp_of(sig)
-            reason = time_policy.reject_reason(ts) if time_policy is not None else None
-            if reason is not None:
-                ignored.append(IgnoredCosignature(w, ts, reason))
-            else:
-                cosigned[w.name] = Cosigned(w, ts)
-        shortfalls = self.shortfalls(cosigned)
-        return PolicyResult(
-            checkpoint=checkpoint,
-            note=opened,
-            logs=tuple(verified_logs),
-            cosignatures=tuple(cosigned.values()),
-            ignored=tuple(ignored),
-            quorum=self.quorum,
-            quorum_met=not shortfalls,
-            shortfalls=shortfalls,
-        )
+        return evaluate(self, note, time_policy, require_origin_match=require_origin_match)
 
     def verify(
         self,
@@ -770,7 +548,7 @@ def _parse_line(
     if not stripped or stripped.startswith(b"#"):
         return None
     raw = _SEPARATORS.split(stripped)
-    keyword, args = raw[0], [_decode(x) for x in raw[1:]]
+    keyword, args = raw[0], [decode_octets(x) for x in raw[1:]]
     if keyword == b"log":
         if len(args) not in (1, 2):
             raise MalformedError(f"a log line has 2 or 3 items, not {len(raw)}")
@@ -803,7 +581,7 @@ def _parse_line(
             raise MalformedError(f"a quorum line has 2 items, not {len(raw)}")
         checker.set_quorum(args[0], number)
         return args[0]
-    raise MalformedError(f"unknown keyword {_show(_decode(keyword))!r}")
+    raise MalformedError(f"unknown keyword {show_octets(decode_octets(keyword))!r}")
 
 
 def _parse_vkey_item(item: bytes) -> Verifier:

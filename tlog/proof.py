@@ -70,6 +70,20 @@ from tlog.errors import MalformedError, UnverifiedNoteError, UsageError, Verific
 from tlog.merkle import HashReader, inclusion_proof, stored_hash_index, verify_inclusion
 from tlog.note import MAX_NOTE_SIZE, Signature, Verifier, parse_note
 
+__all__ = [
+    "FILE_EXTENSION",
+    "HEADER",
+    "MAX_EXTRA_SIZE",
+    "MAX_PROOF_HASHES",
+    "MAX_PROOF_SIZE",
+    "Policy",
+    "TlogProof",
+    "VerifiedProof",
+    "build_proof",
+    "verify_proof",
+]
+
+
 HEADER = b"c2sp.org/tlog-proof@v1"
 """Line 1 of every proof file (without its LF)."""
 

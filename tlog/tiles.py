@@ -74,6 +74,33 @@ from tlog.errors import MalformedError, UsageError
 from tlog.merkle import EMPTY_ROOT as _EMPTY_ROOT
 from tlog.merkle import node_hash as _node_hash
 
+__all__ = [
+    "ENTRIES_SEGMENT",
+    "FULL_TILE_SIZE",
+    "MAX_ENTRY_SIZE",
+    "MAX_LEVEL",
+    "MAX_TILE_INDEX",
+    "STATIC_CT_MAX_LEVEL",
+    "TILE_HEIGHT",
+    "TILE_WIDTH",
+    "Bundle",
+    "Tile",
+    "bundles_for_size",
+    "format_bundle",
+    "format_tile_index",
+    "hash_from_tile",
+    "locate_node",
+    "new_bundles",
+    "new_tiles",
+    "parse_bundle",
+    "parse_tile_index",
+    "parse_tile_path",
+    "tile_root",
+    "tiles_for_size",
+    "tiles_from_leaf_hashes",
+]
+
+
 TILE_HEIGHT = 8
 """Height of the subtree a tile is the bottom row of; fixed by C2SP (no height path segment)."""
 
@@ -136,8 +163,20 @@ def _suffix(width: int) -> str:
     return "" if width == TILE_WIDTH else f".p/{width}"
 
 
+class _Span:
+    """What a tile and an entry bundle share: a width of 1..256 items, 256 being full."""
+
+    __slots__ = ()
+    width: int
+
+    @property
+    def is_full(self) -> bool:
+        """Whether this is a full tile or bundle (width 256)."""
+        return self.width == TILE_WIDTH
+
+
 @dataclass(frozen=True, order=True, slots=True)
-class Tile:
+class Tile(_Span):
     """A Merkle tree hash tile: ``level`` 0..63, ``index`` 0..2^64−1, ``width`` 1..256 hashes.
 
     ``width == 256`` is a full tile; anything less is a partial tile. Constructing an out-of-range
@@ -153,10 +192,6 @@ class Tile:
             raise UsageError(f"tile level {self.level} is not in 0..{MAX_LEVEL}")
         _check_index(self.index)
         _check_width(self.width)
-
-    @property
-    def is_full(self) -> bool:
-        return self.width == TILE_WIDTH
 
     @property
     def data_size(self) -> int:
@@ -179,7 +214,7 @@ class Tile:
 
 
 @dataclass(frozen=True, order=True, slots=True)
-class Bundle:
+class Bundle(_Span):
     """An entry bundle: ``index`` 0..2^64−1, ``width`` 1..256 entries (256 = full)."""
 
     index: int
@@ -188,10 +223,6 @@ class Bundle:
     def __post_init__(self) -> None:
         _check_index(self.index)
         _check_width(self.width)
-
-    @property
-    def is_full(self) -> bool:
-        return self.width == TILE_WIDTH
 
     @property
     def tile(self) -> Tile:

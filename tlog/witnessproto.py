@@ -49,6 +49,24 @@ from tlog.errors import MalformedError, ProofError, TlogError, UsageError
 from tlog.merkle import is_valid_subtree, verify_witness_consistency
 from tlog.note import MAX_NOTE_SIZE, Signature, parse_signature_line
 
+__all__ = [
+    "MAX_PROOF_LINES",
+    "MAX_REQUEST_SIZE",
+    "SIZE_CONTENT_TYPE",
+    "AddCheckpointRequest",
+    "ConflictError",
+    "SignSubtreeRequest",
+    "check_request",
+    "check_update",
+    "format_cosignature_response",
+    "format_size_body",
+    "monitoring_path",
+    "origin_hash",
+    "parse_cosignature_response",
+    "parse_size_body",
+]
+
+
 MAX_PROOF_LINES = 63
 """Most consistency-proof lines a request may carry (tlog-witness)."""
 
@@ -71,6 +89,39 @@ class ConflictError(TlogError):
         self.known_size = known_size
 
 
+def _split_request(body: bytes) -> tuple[list[bytes], bytes]:
+    """A request body's lines before the first empty line, and the note after it."""
+    if len(body) > MAX_REQUEST_SIZE:
+        raise MalformedError(f"request body is larger than {MAX_REQUEST_SIZE} bytes")
+    head, sep, note = body.partition(b"\n\n")
+    if not sep:
+        raise MalformedError("request has no empty line before the checkpoint")
+    return head.split(b"\n"), note
+
+
+def _request_proof(lines: list[bytes], first_line: int | None) -> tuple[bytes, ...]:
+    """A request's proof lines as hashes; ``first_line``, when given, is the body line of the
+    first one, which the messages then name too."""
+    if len(lines) > MAX_PROOF_LINES:
+        raise MalformedError(f"request has {len(lines)} proof lines, at most {MAX_PROOF_LINES}")
+    hashes = []
+    for i, line in enumerate(lines):
+        what = f"proof line {i + 1}"
+        if first_line is not None:
+            what += f" (line {first_line + i})"
+        hashes.append(parse_hash(line, what))
+    return tuple(hashes)
+
+
+def _request_note(note: bytes) -> bytes:
+    """The checkpoint note after a request's empty line: present, and after one empty line."""
+    if not note:
+        raise MalformedError("request has no checkpoint")
+    if note.startswith(b"\n"):
+        raise MalformedError("request has more than one empty line before the checkpoint")
+    return note
+
+
 @dataclass(frozen=True)
 class AddCheckpointRequest:
     """An add-checkpoint request body: old size, consistency proof, signed checkpoint note."""
@@ -82,12 +133,7 @@ class AddCheckpointRequest:
     @classmethod
     def parse(cls, body: bytes) -> AddCheckpointRequest:
         """Parse a request body strictly; the checkpoint note is kept as bytes, unverified."""
-        if len(body) > MAX_REQUEST_SIZE:
-            raise MalformedError(f"request body is larger than {MAX_REQUEST_SIZE} bytes")
-        head, sep, note = body.partition(b"\n\n")
-        if not sep:
-            raise MalformedError("request has no empty line before the checkpoint")
-        lines = head.split(b"\n")
+        lines, note = _split_request(body)
         first = lines[0]
         if not first.startswith(b"old "):
             raise MalformedError("request does not start with 'old <size>'")
@@ -96,17 +142,8 @@ class AddCheckpointRequest:
         except UnicodeDecodeError:
             raise MalformedError("old size is not ASCII") from None
         old = parse_decimal(old_text, "old size")
-        proof_lines = lines[1:]
-        if len(proof_lines) > MAX_PROOF_LINES:
-            raise MalformedError(
-                f"request has {len(proof_lines)} proof lines, at most {MAX_PROOF_LINES}"
-            )
-        proof = tuple(parse_hash(line, f"proof line {i + 1}") for i, line in enumerate(proof_lines))
-        if not note:
-            raise MalformedError("request has no checkpoint")
-        if note.startswith(b"\n"):
-            raise MalformedError("request has more than one empty line before the checkpoint")
-        return cls(old, proof, note)
+        proof = _request_proof(lines[1:], None)
+        return cls(old, proof, _request_note(note))
 
     def format(self) -> bytes:
         """The request body. Requires: at most 63 proof lines and a checkpoint that does not
@@ -139,12 +176,7 @@ class SignSubtreeRequest:
 
         Raises :class:`~tlog.errors.MalformedError` naming the defect.
         """
-        if len(body) > MAX_REQUEST_SIZE:
-            raise MalformedError(f"request body is larger than {MAX_REQUEST_SIZE} bytes")
-        head, sep, note = body.partition(b"\n\n")
-        if not sep:
-            raise MalformedError("request has no empty line before the checkpoint")
-        lines = head.split(b"\n")
+        lines, note = _split_request(body)
         first = lines[0]
         if not first.startswith(b"subtree "):
             raise MalformedError("request does not start with 'subtree <start> <end>'")
@@ -161,20 +193,8 @@ class SignSubtreeRequest:
         if len(lines) < 2:
             raise MalformedError("request has no subtree hash line")
         subtree_hash = parse_hash(lines[1], "subtree hash (line 2)")
-        proof_lines = lines[2:]
-        if len(proof_lines) > MAX_PROOF_LINES:
-            raise MalformedError(
-                f"request has {len(proof_lines)} proof lines, at most {MAX_PROOF_LINES}"
-            )
-        proof = tuple(
-            parse_hash(line, f"proof line {i + 1} (line {i + 3})")
-            for i, line in enumerate(proof_lines)
-        )
-        if not note:
-            raise MalformedError("request has no checkpoint")
-        if note.startswith(b"\n"):
-            raise MalformedError("request has more than one empty line before the checkpoint")
-        return cls(start, end, subtree_hash, proof, note)
+        proof = _request_proof(lines[2:], 3)
+        return cls(start, end, subtree_hash, proof, _request_note(note))
 
     def format(self) -> bytes:
         """The request body. Requires: a valid subtree, a 32-byte hash, at most 63 proof lines."""

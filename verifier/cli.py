@@ -44,6 +44,12 @@ policy, key or kept checkpoint; nothing was judged). Every status other than 0 a
 line on standard error, ``tlog-verify: <verb>: <message>``, and never a traceback: :func:`main`
 is the one place that maps exceptions to statuses, and an unexpected exception is reported as
 an internal error with status 2 (the input was not judged).
+
+Each verb is declared once (:func:`command`) and is a call of a library function: the trust
+options become a policy in :mod:`verifier.trust`, the progress bar is
+:class:`verifier.progress.ProgressBar`, and the verdicts are
+:func:`verifier.export.verify_export_file` and the functions of :mod:`verifier.proofs`. This
+module parses, calls and prints.
 """
 
 from __future__ import annotations
@@ -51,49 +57,30 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Sequence
 
-from tlog.cli.run import Exit, add_verb, command_parser, run, utf8_arg, write_error
-from tlog.encoding import parse_decimal, parse_hash
+from tlog.cli.run import Command, Exit, Verb, write_error
+from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, UsageError
-from tlog.policy import DEFAULT_MAX_SKEW, Log, Policy, TimePolicy
+from tlog.policy import DEFAULT_MAX_SKEW, Policy, TimePolicy
 from verifier.export import verify_export_file
-from verifier.proofs import (
-    read_input,
-    verify_checkpoint_file,
-    verify_consistency_files,
-    verify_proof_file,
+from verifier.progress import ProgressBar, progress_wanted
+from verifier.proofs import verify_checkpoint_file, verify_consistency_files, verify_proof_file
+from verifier.report import EXIT_UNUSABLE, Failure, Report, failure_from
+from verifier.trust import (
+    build_policy,
+    build_time_policy,
+    option_number,
+    option_text,
+    read_kept_checkpoint,
 )
-from verifier.report import EXIT_UNUSABLE, Failure, InputError, Report, failure_from
 
-MAX_POLICY_SIZE = 1 << 20
-"""Largest policy file read."""
-
-MAX_SINCE_SIZE = 1 << 20
-"""Largest kept checkpoint read (a note is at most 1 MiB)."""
+__all__ = ["ProgressBar", "build_parser", "command", "main"]
 
 PROG = "tlog-verify"
 
-_VERBS = ("export", "proof", "checkpoint", "consistency")
-
 
 # --- arguments -------------------------------------------------------------------------------
-
-
-def _utf8(text: str, what: str) -> str:
-    # A UsageError, not the default MalformedError: its report's failure kind is "usage".
-    return utf8_arg(text, what, UsageError)
-
-
-def _number(text: str | None, what: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_decimal(_utf8(text, what), what)
-    except MalformedError as e:
-        raise UsageError(str(e)) from None
 
 
 def _one_stdin(*paths: str | None) -> None:
@@ -101,168 +88,45 @@ def _one_stdin(*paths: str | None) -> None:
         raise UsageError("only one input can be standard input ('-')")
 
 
-def build_policy(args: argparse.Namespace) -> Policy:
-    """The policy the trust options give (module docstring)."""
-    log_vkey = None if args.log_vkey is None else _utf8(args.log_vkey, "--log-vkey")
-    log: Log | None = None
-    if log_vkey is not None:
-        try:
-            log = Log.from_vkey(log_vkey)
-        except MalformedError as e:
-            raise InputError(f"--log-vkey: {e}") from None
-    if args.policy is not None:
-        if args.witness or args.quorum is not None:
-            raise UsageError("--witness and --quorum replace a policy: not with --policy")
-        try:
-            data = read_input(args.policy, MAX_POLICY_SIZE, f"policy {args.policy}")
-            policy = Policy.parse(data)
-        except MalformedError as e:
-            raise InputError(f"policy {args.policy}: {e}") from None
-        if log is None:
-            if not policy.logs:
-                raise UsageError(
-                    "the policy lists no logs: give the log's key with --log-vkey VKEY"
-                )
-            return policy
-        if not policy.logs:
-            try:
-                return policy.with_logs([log])
-            except MalformedError as e:
-                raise InputError(f"--log-vkey: {e}") from None
-        chosen = [x for x in policy.logs if x.vkey == log.vkey]
-        if not chosen:
-            raise InputError(f"--log-vkey {log.vkey} is not one of the policy's logs")
-        return Policy(
-            logs=tuple(chosen),
-            witnesses=policy.witnesses,
-            groups=policy.groups,
-            quorum=policy.quorum,
-        )
-    if log is None:
-        raise UsageError(
-            "no trust given: use --policy FILE, or --log-vkey VKEY (with --witness VKEY... "
-            "and --quorum K)"
-        )
-    witnesses = [_utf8(w, "--witness") for w in args.witness]
-    if witnesses and args.quorum is None:
-        raise UsageError("--witness needs --quorum K (how many of the witnesses must cosign)")
-    k = _number(args.quorum, "--quorum") or 0
-    if k > len(witnesses):
-        raise UsageError(f"--quorum {k} is more than the {len(witnesses)} witnesses given")
-    try:
-        return Policy.k_of_n(k, witnesses, logs=[log.verifier])
-    except MalformedError as e:
-        raise InputError(f"--witness: {e}") from None
+def _optional(text: str | None, what: str) -> str | None:
+    return None if text is None else option_text(text, what)
 
 
-def build_time_policy(args: argparse.Namespace) -> TimePolicy:
-    """The time rules of ``--now``, ``--max-age`` and ``--max-skew``."""
-    now = _number(args.now, "--now")
-    return TimePolicy(
-        int(time.time()) if now is None else now,
-        _number(args.max_age, "--max-age"),
-        _number(args.max_skew, "--max-skew"),
+def _policy(args: argparse.Namespace) -> Policy:
+    return build_policy(
+        policy=args.policy, log_vkey=args.log_vkey, witnesses=args.witness, quorum=args.quorum
     )
+
+
+def _time_policy(args: argparse.Namespace) -> TimePolicy:
+    return build_time_policy(now=args.now, max_age=args.max_age, max_skew=args.max_skew)
 
 
 def _record_keys(args: argparse.Namespace) -> list[str] | None:
     if not args.record_key:
         return None
-    return [_utf8(k, "--record-key") for k in args.record_key]
-
-
-# --- progress ----------------------------------------------------------------------------------
-
-
-class ProgressBar:
-    """A one-line progress bar on a terminal: ``[#####.....]  42%  12.0/28.5 MiB``.
-
-    Redrawn at most every ``interval`` seconds; :meth:`close` erases it.
-    """
-
-    def __init__(
-        self,
-        stream: TextIO,
-        label: str,
-        *,
-        width: int = 30,
-        interval: float = 0.1,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._stream = stream
-        self._label = label
-        self._width = width
-        self._interval = interval
-        self._clock = clock
-        self._last = -interval
-        self._drawn = 0
-
-    @staticmethod
-    def text(label: str, done: int, total: int, width: int = 30) -> str:
-        """The bar's text for ``done`` of ``total`` bytes (total 0: unknown)."""
-        mib = 1 << 20
-        if total <= 0:
-            return f"{label}  {done / mib:.1f} MiB read"
-        frac = min(done / total, 1.0)
-        filled = int(frac * width)
-        bar = "#" * filled + "." * (width - filled)
-        return f"{label}  [{bar}] {frac * 100:3.0f}%  {done / mib:.1f}/{total / mib:.1f} MiB"
-
-    def __call__(self, done: int, total: int) -> None:
-        now = self._clock()
-        if now - self._last < self._interval and done < total:
-            return
-        self._last = now
-        line = self.text(self._label, done, total, self._width)
-        pad = max(self._drawn - len(line), 0)
-        self._stream.write("\r" + line + " " * pad)
-        self._stream.flush()
-        self._drawn = len(line)
-
-    def close(self) -> None:
-        """Erase the bar (if one was drawn)."""
-        if self._drawn:
-            self._stream.write("\r" + " " * self._drawn + "\r")
-            self._stream.flush()
-            self._drawn = 0
-
-
-def _progress_wanted(args: argparse.Namespace, stream: TextIO) -> bool:
-    if args.no_progress:
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+    return [option_text(k, "--record-key") for k in args.record_key]
 
 
 # --- verbs -------------------------------------------------------------------------------------
 
 
 def _cmd_export(args: argparse.Namespace) -> Report:
-    path = _utf8(args.file, "FILE")
+    path = option_text(args.file, "FILE")
     _one_stdin(path, args.policy, args.since)
-    jobs = _number(args.jobs, "--jobs") if args.jobs is not None else (os.cpu_count() or 1)
+    jobs = option_number(args.jobs, "--jobs") if args.jobs is not None else (os.cpu_count() or 1)
     if not jobs:
         raise UsageError("--jobs must be at least 1")
-    policy = build_policy(args)
-    since = None
-    if args.since is not None:
-        try:
-            since = read_input(args.since, MAX_SINCE_SIZE, f"kept checkpoint {args.since}")
-        except MalformedError as e:
-            raise InputError(str(e)) from None
-    bar = (
-        ProgressBar(sys.stderr, "tlog-verify: export")
-        if _progress_wanted(args, sys.stderr)
-        else None
-    )
+    policy = _policy(args)
+    since = None if args.since is None else read_kept_checkpoint(args.since)
+    wanted = progress_wanted(sys.stderr, disabled=args.no_progress)
+    bar = ProgressBar(sys.stderr, "tlog-verify: export") if wanted else None
     try:
         report = verify_export_file(
             path,
             policy=policy,
             since=since,
-            time_policy=build_time_policy(args),
+            time_policy=_time_policy(args),
             jobs=jobs,
             progress=bar,
             record_keys=_record_keys(args),
@@ -272,69 +136,67 @@ def _cmd_export(args: argparse.Namespace) -> Report:
     finally:
         if bar is not None:
             bar.close()
-    _add_inputs(report, args)
-    return report
+    return _with_inputs(report, args)
 
 
 def _cmd_proof(args: argparse.Namespace) -> Report:
-    path = _utf8(args.file, "FILE")
-    records = None if args.records is None else _utf8(args.records, "--records")
+    path = option_text(args.file, "FILE")
+    records = _optional(args.records, "--records")
     _one_stdin(path, records, args.policy)
     head = None
     if args.head is not None:
         try:
-            head = parse_hash(_utf8(args.head, "--head"), "--head")
+            head = parse_hash(option_text(args.head, "--head"), "--head")
         except MalformedError as e:
             raise UsageError(str(e)) from None
     report = verify_proof_file(
         path,
-        policy=build_policy(args),
-        time_policy=build_time_policy(args),
+        policy=_policy(args),
+        time_policy=_time_policy(args),
         records=records,
         record_keys=_record_keys(args),
         require_record_signatures=args.require_record_signatures,
-        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+        origin=_optional(args.origin, "--origin"),
         head=head,
     )
-    _add_inputs(report, args)
-    return report
+    return _with_inputs(report, args)
 
 
 def _cmd_checkpoint(args: argparse.Namespace) -> Report:
-    path = _utf8(args.file, "NOTE")
+    path = option_text(args.file, "NOTE")
     _one_stdin(path, args.policy)
     report = verify_checkpoint_file(
         path,
-        policy=build_policy(args),
-        time_policy=build_time_policy(args),
-        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+        policy=_policy(args),
+        time_policy=_time_policy(args),
+        origin=_optional(args.origin, "--origin"),
     )
-    _add_inputs(report, args)
-    return report
+    return _with_inputs(report, args)
 
 
 def _cmd_consistency(args: argparse.Namespace) -> Report:
-    old, new = _utf8(args.old, "OLD"), _utf8(args.new, "NEW")
-    proof = None if args.proof is None else _utf8(args.proof, "--proof")
+    old, new = option_text(args.old, "OLD"), option_text(args.new, "NEW")
+    proof = _optional(args.proof, "--proof")
     _one_stdin(old, new, proof, args.policy)
     report = verify_consistency_files(
         old,
         new,
-        policy=build_policy(args),
+        policy=_policy(args),
         proof=proof,
-        time_policy=build_time_policy(args),
-        origin=None if args.origin is None else _utf8(args.origin, "--origin"),
+        time_policy=_time_policy(args),
+        origin=_optional(args.origin, "--origin"),
     )
-    _add_inputs(report, args)
-    return report
+    return _with_inputs(report, args)
 
 
-def _add_inputs(report: Report, args: argparse.Namespace) -> None:
+def _with_inputs(report: Report, args: argparse.Namespace) -> Report:
+    """``report`` with the auditor's own inputs (policy, kept checkpoint) among its inputs."""
     if args.policy is not None:
         report.inputs["policy"] = args.policy
     since = getattr(args, "since", None)
     if since is not None:
         report.inputs["since"] = since
+    return report
 
 
 # --- argument parsing ----------------------------------------------------------------------------
@@ -466,15 +328,7 @@ def _record_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``tlog-verify``."""
-    parser, verbs = command_parser(
-        PROG,
-        "Verify, offline, exports, tlog-proofs and checkpoints against a policy.",
-        _EPILOG_MAIN,
-    )
-
-    p = add_verb(verbs, "export", "verify a journal export", _EPILOG_EXPORT, _cmd_export)
+def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the export (- for standard input)")
     _trust_args(p)
     _record_args(p)
@@ -488,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", metavar="N", help="processes to use (default: the CPUs)")
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
 
-    p = add_verb(verbs, "proof", "verify a tlog-proof of one run", _EPILOG_PROOF, _cmd_proof)
+
+def _proof_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the tlog-proof file (- for standard input)")
     _trust_args(p)
     _record_args(p)
@@ -496,36 +351,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", metavar="HASH", help="the run head you expect (base64)")
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
 
-    p = add_verb(
-        verbs, "checkpoint", "verify a signed checkpoint", _EPILOG_CHECKPOINT, _cmd_checkpoint
-    )
+
+def _checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="NOTE", help="the checkpoint note (- for standard input)")
     _trust_args(p)
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
 
-    p = add_verb(
-        verbs,
-        "consistency",
-        "verify two checkpoints and the proof between them",
-        _EPILOG_CONSISTENCY,
-        _cmd_consistency,
-    )
+
+def _consistency_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", metavar="OLD", help="the older checkpoint note")
     p.add_argument("new", metavar="NEW", help="the newer checkpoint note")
     p.add_argument("--proof", metavar="FILE", help="the consistency proof (base64 lines)")
     _trust_args(p)
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoints must be of this origin")
-    return parser
-
-
-_PARSERS: list[argparse.ArgumentParser] = []
-
-
-def _parser() -> argparse.ArgumentParser:
-    """The parser, built once per process (parse_args leaves it unchanged)."""
-    if not _PARSERS:
-        _PARSERS.append(build_parser())
-    return _PARSERS[0]
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -536,7 +374,7 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def _unusable(verb: str, e: BaseException) -> Failure:
+def _unusable(e: BaseException) -> Failure:
     """The failure of an exception that escaped a verb: nothing was judged (status 2)."""
     f = failure_from(e, None)
     if f.status == EXIT_UNUSABLE:
@@ -559,7 +397,7 @@ def _judge(args: argparse.Namespace) -> int:
         if isinstance(e, BrokenPipeError):
             raise
         report = Report(verb)
-        report.fail(_unusable(verb, e))
+        report.fail(_unusable(e))
     if report.failure is not None:
         where = report.failure.location()
         state = report.verdict.upper()
@@ -576,6 +414,40 @@ _STATUSES = (Exit(KeyboardInterrupt, 130, lambda e: "interrupted"),)  # the shel
 rules of :mod:`tlog.cli.run` (argparse errors, a closed standard output: 2)."""
 
 
+def command() -> Command:
+    """The ``tlog-verify`` command, each verb declared once; :func:`_judge` runs and prints."""
+    return Command(
+        prog=PROG,
+        description="Verify, offline, exports, tlog-proofs and checkpoints against a policy.",
+        epilog=_EPILOG_MAIN,
+        verbs=(
+            Verb("export", "verify a journal export", _EPILOG_EXPORT, _cmd_export, _export_args),
+            Verb("proof", "verify a tlog-proof of one run", _EPILOG_PROOF, _cmd_proof, _proof_args),
+            Verb(
+                "checkpoint",
+                "verify a signed checkpoint",
+                _EPILOG_CHECKPOINT,
+                _cmd_checkpoint,
+                _checkpoint_args,
+            ),
+            Verb(
+                "consistency",
+                "verify two checkpoints and the proof between them",
+                _EPILOG_CONSISTENCY,
+                _cmd_consistency,
+                _consistency_args,
+            ),
+        ),
+        statuses=_STATUSES,
+        call=_judge,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``tlog-verify``."""
+    return command().parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-verify`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
@@ -585,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ``--json``, a report whose failure says why); KeyboardInterrupt gives 130. ``--help``
     exits 0 through SystemExit, as argparse does.
     """
-    return run(PROG, _VERBS, _parser, argv, _STATUSES, call=_judge)
+    return command().main(argv)
 
 
 if __name__ == "__main__":

@@ -17,21 +17,7 @@ rejects the proof); the quorum is met under the time rules; the inclusion proof 
 ``index`` leads to the checkpoint's root. ``extra`` is not authenticated by itself: what makes
 the head trustworthy is the inclusion proof under a cosigned checkpoint.
 
-The records file is exactly what ``tlog-store read RUN --json`` prints: JSON Lines, one record
-per line, each line ending in LF, each line the object::
-
-    {"seq": S, "hash": "<b64>", "prev_hash": "<b64>", "raw": "<body>"[, "signature":
-     {"name": "<key name>", "key_id": "<8 lowercase hex>", "sig": "<b64, 64 bytes>"}]}
-
-with those members in that order, serialised as Python's ``json.dumps(obj,
-ensure_ascii=False)`` does (``", "`` and ``": "`` separators): a line is refused unless it is
-byte for byte that serialisation of its own values, so one records file has one spelling.
-Records start at seq 1 and are contiguous; ``prev_hash`` is GENESIS (32 zero bytes) for
-record 1 and the previous record's hash otherwise; ``hash = SHA-256(prev_hash || raw)``;
-``raw`` is a canonical record body (:mod:`tlog.journal`) naming one run and its own seq; the
-last record's hash must be the proof's head. With trusted record keys (``record_keys``) each
-signature of such a key must verify; a signature of another key is not counted, and with
-``require_record_signatures`` every record must carry a verified one.
+The records file's format is defined in :mod:`verifier.records`.
 
 **checkpoint** (:func:`verify_checkpoint_file`): a signed checkpoint note under the policy
 (:meth:`tlog.policy.Policy.evaluate`): a listed log signed it, every line of a policy key
@@ -48,12 +34,9 @@ is a rollback.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from collections.abc import Iterable
+from typing import Any
 
 from tlog.checkpoint import Checkpoint
 from tlog.encoding import b64decode, b64encode, parse_hash
@@ -65,38 +48,24 @@ from tlog.errors import (
     UsageError,
     VerificationError,
 )
-from tlog.journal import (
-    GENESIS,
-    KIND_RUN_SEALED,
-    MAX_RECORD_SIZE,
-    chain_hash,
-    decode_body,
-    parse_json,
-    seal_outcome,
-)
-from tlog.journal import record_signature_message as _signed_bytes
-from tlog.keys import format_vkey, parse_vkey
 from tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
-from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, Verifier, check_key_name, parse_note
+from tlog.note import MAX_NOTE_SIZE, Verifier, parse_note
 from tlog.policy import Policy, PolicyResult, TimePolicy
 from tlog.proof import MAX_PROOF_SIZE, TlogProof
-from verifier.report import (
-    Failure,
-    InputError,
-    LocatedError,
-    Report,
-    failure_from,
-)
+from verifier.records import RecordsResult, read_records, trusted_record_keys
+from verifier.report import Failure, InputError, LocatedError, Report, failure_from
 
-MAX_RECORDS_LINE = 8 * MAX_RECORD_SIZE
-"""Longest records-file line read: a body's JSON string escapes at most double its bytes."""
+__all__ = [
+    "MAX_CONSISTENCY_PROOF_SIZE",
+    "judge_note",
+    "read_input",
+    "verify_checkpoint_file",
+    "verify_consistency_files",
+    "verify_proof_file",
+]
 
 MAX_CONSISTENCY_PROOF_SIZE = 64 * 45
 """Largest consistency proof file: at most 64 base64 hashes of 44 characters and an LF."""
-
-_HEX8 = re.compile(r"[0-9a-f]{8}")
-_RECORD_KEYS = ["seq", "hash", "prev_hash", "raw"]
-_SIGNATURE_KEYS = ["name", "key_id", "sig"]
 
 
 # --- input ---------------------------------------------------------------------------------
@@ -258,12 +227,17 @@ def verify_checkpoint_file(
     report.check("checkpoint-format", "signed checkpoint note format", 1, "notes")
     _policy_checks(report, result, policy, time_policy)
     report.facts.update(_result_facts(result))
-    if result.note.unverified:
-        report.note(
-            "signature lines from keys the policy does not list were ignored: "
-            + ", ".join(report.facts["unknown_signatures"])
-        )
+    _note_unknown_signatures(report, result)
     return report
+
+
+def _note_unknown_signatures(report: Report, result: PolicyResult) -> None:
+    """Note the signature lines of keys the policy does not list (ignored), if any."""
+    if result.note.unverified:
+        unknown = [f"{s.name}+{s.key_id:08x}" for s in result.note.unverified]
+        report.note(
+            "signature lines from keys the policy does not list were ignored: " + ", ".join(unknown)
+        )
 
 
 # --- consistency ---------------------------------------------------------------------------
@@ -367,186 +341,12 @@ def _check_consistency(a: Checkpoint, b: Checkpoint, hashes: list[bytes]) -> Non
 # --- proof ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecordsResult:
-    """What a records file established: its run, its records, and the head it ends at."""
+class _Rejected(Exception):
+    """A step of :func:`verify_proof_file` found the failure its report ends with."""
 
-    run: str
-    records: int
-    head: bytes
-    signed: int
-    verified: int
-    outcome: str | None = None
-    """The outcome the last record names when it is the run's seal record (a sealed run)."""
-
-
-def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    number = 0
-    while True:
-        data = stream.readline(MAX_RECORDS_LINE + 1)
-        if not data:
-            return
-        number += 1
-        if not data.endswith(b"\n"):
-            if len(data) > MAX_RECORDS_LINE:
-                raise MalformedError(f"line {number}: longer than {MAX_RECORDS_LINE} bytes")
-            raise MalformedError(f"line {number}: the last line does not end in a newline")
-        yield number, data[:-1]
-
-
-def _record_line(line: bytes) -> dict[str, Any]:
-    """Parse one records line; it must be exactly the store's serialisation of itself."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedError(f"not valid UTF-8 (byte {e.start})") from None
-    obj = parse_json(text)
-    if not isinstance(obj, dict):
-        raise MalformedError("not a JSON object")
-    keys = list(obj)
-    if keys not in (_RECORD_KEYS, [*_RECORD_KEYS, "signature"]):
-        raise MalformedError(
-            f"members are {keys}, not {_RECORD_KEYS} and an optional 'signature' "
-            "(the form 'tlog-store read --json' prints)"
-        )
-    if "signature" in obj:
-        sig = obj["signature"]
-        if not isinstance(sig, dict) or list(sig) != _SIGNATURE_KEYS:
-            raise MalformedError(f"'signature' is not an object with members {_SIGNATURE_KEYS}")
-    try:
-        again = json.dumps(obj, ensure_ascii=False)
-    except (UnicodeError, ValueError):  # pragma: no cover - parse_json gave plain values
-        raise MalformedError("not serialisable") from None
-    if again != text:
-        raise MalformedError(
-            "not in the form 'tlog-store read --json' prints (spacing, escapes or numbers differ)"
-        )
-    return obj
-
-
-def verify_records(
-    stream: BinaryIO,
-    record_keys: Iterable[Verifier] | None,
-    require_signatures: bool,
-) -> RecordsResult:
-    """Verify a records file (module docstring) from genesis; return what it established.
-
-    Raises :class:`MalformedError` (``line N: …``) for the format, and
-    :class:`~verifier.report.LocatedError` (``chain``, ``signature``, ``verification``).
-    """
-    keys = {(v.name, v.key_id): v for v in record_keys or ()}
-    prev = GENESIS
-    run: str | None = None
-    count = signed = verified = 0
-    sealed: tuple[int, int, str] | None = None  # (line, seq, outcome) of the seal record
-    for number, line in _lines(stream):
-        try:
-            obj = _record_line(line)
-            seq = obj["seq"]
-            if not isinstance(seq, int) or isinstance(seq, bool):
-                raise MalformedError("'seq' is not an integer")
-            for k in ("hash", "prev_hash", "raw"):
-                if not isinstance(obj[k], str):
-                    raise MalformedError(f"{k!r} is not a string")
-            h = parse_hash(obj["hash"], "'hash'")
-            prev_hash = parse_hash(obj["prev_hash"], "'prev_hash'")
-            try:
-                raw = obj["raw"].encode("utf-8")
-            except UnicodeEncodeError:
-                raise MalformedError("'raw' holds a lone surrogate") from None
-            try:
-                body = decode_body(raw)
-            except UnicodeError:
-                raise MalformedError("'raw' holds an escaped lone surrogate") from None
-            sig = obj.get("signature")
-            signature: tuple[str, int, bytes] | None = None
-            if sig is not None:
-                name, kid, b64 = sig["name"], sig["key_id"], sig["sig"]
-                if not (isinstance(name, str) and isinstance(kid, str) and isinstance(b64, str)):
-                    raise MalformedError("'signature' members are not strings")
-                check_key_name(name)
-                if not _HEX8.fullmatch(kid):
-                    raise MalformedError("'signature' key_id is not 8 lowercase hex digits")
-                raw_sig = b64decode(b64, "'signature' sig")
-                if len(raw_sig) != 64:
-                    raise MalformedError(f"'signature' sig is {len(raw_sig)} bytes, not 64")
-                signature = (name, int(kid, 16), raw_sig)
-        except MalformedError as e:
-            raise MalformedError(f"line {number}: {e}") from None
-        expected = count + 1
-        if run is None:
-            run = body.run
-
-        def fail(
-            kind: str, message: str, run: str = run, line: int = number, seq: int = seq
-        ) -> LocatedError:
-            return LocatedError(kind, message, line=line, run=run, seq=seq)
-
-        if seq != expected:
-            raise fail(
-                "chain",
-                f"record {seq} where record {expected} was expected (records start at 1, "
-                "with no gap)",
-            )
-        if body.run != run or body.seq != seq:
-            raise fail("chain", f"the body names run {body.run} record {body.seq}")
-        if prev_hash != prev:
-            raise fail(
-                "chain",
-                "prev_hash is not "
-                + ("GENESIS (32 zero bytes)" if seq == 1 else "the previous record's hash"),
-            )
-        if chain_hash(prev, raw) != h:
-            raise fail("chain", "hash does not cover the body and the previous hash")
-        ok = False
-        if signature is not None:
-            signed += 1
-            v = keys.get(signature[:2])
-            if v is not None:
-                if not v.verify(_signed_bytes(h), signature[2]):
-                    raise fail(
-                        "signature",
-                        f"record signature of {signature[0]}+{signature[1]:08x} does not verify",
-                    )
-                verified += 1
-                ok = True
-        if require_signatures and not ok:
-            raise fail("verification", "the record carries no signature of a trusted record key")
-        if sealed is not None:
-            raise fail(
-                "chain",
-                f"a record after the seal record (record {sealed[1]}, line {sealed[0]}): a "
-                "sealed run ends with its seal record",
-            )
-        if body.kind == KIND_RUN_SEALED:
-            outcome = seal_outcome(body)
-            if outcome is None:
-                raise fail(
-                    "chain",
-                    'the seal record must hold exactly the data {"outcome": <outcome>}, and no '
-                    "case or effect key",
-                )
-            sealed = (number, seq, outcome)
-        prev = h
-        count += 1
-    if run is None:
-        raise MalformedError("line 1: the records file holds no records")
-    return RecordsResult(run, count, prev, signed, verified, None if sealed is None else sealed[2])
-
-
-def _trusted_record_keys(record_keys: Iterable[str] | None) -> list[Verifier] | None:
-    if record_keys is None:
-        return None
-    out = []
-    for k in record_keys:
-        try:
-            v = parse_vkey(k)
-        except MalformedError as e:
-            raise InputError(f"record key {k[:60]!r}: {e}") from None
-        if v.key_type != TYPE_ED25519:
-            raise InputError(f"record key {format_vkey(v)} is not an Ed25519 (0x01) key")
-        out.append(v)
-    return out
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 def verify_proof_file(
@@ -569,98 +369,124 @@ def verify_proof_file(
         raise UsageError("the policy lists no logs: give --log-vkey")
     if head is not None and len(head) != 32:
         raise UsageError("a run head is 32 bytes")
-    trusted = _trusted_record_keys(record_keys)
+    trusted = trusted_record_keys(record_keys)
     if require_record_signatures and not trusted:
         raise UsageError("--require-record-signatures needs the trusted keys: --record-key")
     inputs = {"proof": path}
     if records is not None:
         inputs["records"] = records
     report = Report("proof", inputs)
+    try:
+        data, proof = _read_proof(report, path)
+        run_head = _proof_head(proof, head)
+        if records is not None:
+            got = _check_records(report, records, trusted, require_record_signatures, run_head)
+            run_head = got.head
+        if run_head is None:
+            raise InputError(
+                "the proof carries no head (no extra line): give the run's records (--records) "
+                "or its head (--head)"
+            )
+        if records is not None or head is not None:
+            report.check("head", "the proof's head is the run's", 1, "heads")
+        note_line = data[: len(data) - len(proof.checkpoint)].count(b"\n") + 1
+        result = _check_inclusion(report, proof, note_line, run_head, policy, time_policy, origin)
+    except _Rejected as e:
+        return report.fail(e.failure)
+    if records is None:
+        report.note(
+            "without --records, the proof shows that the head is in the log, not which "
+            "records lead to it"
+        )
+    _note_unknown_signatures(report, result)
+    return report
 
+
+def _read_proof(report: Report, path: str) -> tuple[bytes, TlogProof]:
+    """The proof file's bytes and its parse (the check ``proof-format``)."""
     try:
         data = read_input(path, MAX_PROOF_SIZE, "the proof")
         proof = TlogProof.parse(data)
     except MalformedError as e:
-        return report.fail(failure_from(e, "proof"))
+        raise _Rejected(failure_from(e, "proof")) from None
     report.check("proof-format", "tlog-proof@v1 format", 1, "files")
-    note_line = data[: len(data) - len(proof.checkpoint)].count(b"\n") + 1
+    return data, proof
 
+
+def _proof_head(proof: TlogProof, head: bytes | None) -> bytes | None:
+    """The run head the proof and ``--head`` give (they must agree), None if neither does."""
     extra = proof.extra
-    if extra is not None and len(extra) != 32:
-        return report.fail(
-            Failure(
-                "malformed",
-                f"the extra data is {len(extra)} bytes, not a 32-byte run head (the form "
-                "tlog-store prove writes)",
-                "proof",
-                2,
-            )
+    if extra is None:
+        return head
+    if len(extra) != 32:
+        message = (
+            f"the extra data is {len(extra)} bytes, not a 32-byte run head (the form "
+            "tlog-store prove writes)"
         )
-    if extra is not None and head is not None and extra != head:
-        return report.fail(
-            Failure(
-                "proof",
-                f"the proof is for head {b64encode(extra)}, not the expected head "
-                f"{b64encode(head)} (--head)",
-                "proof",
-                2,
-            )
+        raise _Rejected(Failure("malformed", message, "proof", 2))
+    if head is not None and extra != head:
+        message = (
+            f"the proof is for head {b64encode(extra)}, not the expected head "
+            f"{b64encode(head)} (--head)"
         )
-    run_head = extra if extra is not None else head
-    if records is not None:
-        try:
-            stream = sys.stdin.buffer if records == "-" else open(records, "rb")  # noqa: SIM115
-            try:
-                got = verify_records(stream, trusted, require_record_signatures)
-            finally:
-                if records != "-":
-                    stream.close()
-        except (MalformedError, VerificationError) as e:
-            return report.fail(failure_from(e, "records"))
-        report.check(
-            "records-chain",
-            f"the records of run {got.run} chain from genesis (hashes, links, run, seq)",
-            got.records,
-            "records",
-        )
-        if trusted is not None:
-            report.check(
-                "records-signatures",
-                "record signatures of trusted keys verify",
-                got.verified,
-                "signed records",
-            )
-        if run_head is not None and got.head != run_head:
-            return report.fail(
-                Failure(
-                    "chain",
-                    f"the records end at record {got.records} with hash {b64encode(got.head)},"
-                    f" which is not the proof's head {b64encode(run_head)}",
-                    "records",
-                    got.records,
-                    got.run,
-                    got.records,
-                )
-            )
-        run_head = got.head
-        report.facts.update({"run": got.run, "records": got.records, "signed_records": got.signed})
-        if got.outcome is not None:
-            report.facts["outcome"] = got.outcome
-        if got.signed > got.verified:
-            report.note(
-                f"{got.signed - got.verified} record signature(s) are from keys not given "
-                "with --record-key and were not checked"
-            )
-    if run_head is None:
-        raise InputError(
-            "the proof carries no head (no extra line): give the run's records (--records) "
-            "or its head (--head)"
-        )
-    if records is not None or head is not None:
-        report.check("head", "the proof's head is the run's", 1, "heads")
+        raise _Rejected(Failure("proof", message, "proof", 2))
+    return extra
 
-    # The spec's steps 2-4: the origin, the log's signature and the cosignatures under the
-    # policy (a bad line of a policy key rejects), then the inclusion of the leaf.
+
+def _check_records(
+    report: Report,
+    records: str,
+    trusted: list[Verifier] | None,
+    require_signatures: bool,
+    run_head: bytes | None,
+) -> RecordsResult:
+    """Verify the run's records file and that it ends at ``run_head`` (if known)."""
+    try:
+        got = read_records(records, trusted, require_signatures)
+    except (MalformedError, VerificationError) as e:
+        raise _Rejected(failure_from(e, "records")) from None
+    report.check(
+        "records-chain",
+        f"the records of run {got.run} chain from genesis (hashes, links, run, seq)",
+        got.records,
+        "records",
+    )
+    if trusted is not None:
+        report.check(
+            "records-signatures",
+            "record signatures of trusted keys verify",
+            got.verified,
+            "signed records",
+        )
+    if run_head is not None and got.head != run_head:
+        message = (
+            f"the records end at record {got.records} with hash {b64encode(got.head)},"
+            f" which is not the proof's head {b64encode(run_head)}"
+        )
+        n = got.records
+        raise _Rejected(Failure("chain", message, "records", n, got.run, n))
+    report.facts.update({"run": got.run, "records": got.records, "signed_records": got.signed})
+    if got.outcome is not None:
+        report.facts["outcome"] = got.outcome
+    if got.signed > got.verified:
+        report.note(
+            f"{got.signed - got.verified} record signature(s) are from keys not given "
+            "with --record-key and were not checked"
+        )
+    return got
+
+
+def _check_inclusion(
+    report: Report,
+    proof: TlogProof,
+    note_line: int,
+    run_head: bytes,
+    policy: Policy,
+    time_policy: TimePolicy | None,
+    origin: str | None,
+) -> PolicyResult:
+    """The spec's steps 2-4: the origin, the log's signature and the cosignatures under the
+    policy (a bad line of a policy key rejects), then the inclusion of the run's leaf."""
     leaf = leaf_hash(run_head)
     try:
         result = judge_note(
@@ -669,9 +495,10 @@ def verify_proof_file(
         cp = result.checkpoint
         verify_inclusion(proof.index, cp.size, leaf, proof.hashes, cp.root)
     except ProofError as e:
-        return report.fail(Failure("proof", f"inclusion proof: {e}", "proof", _index_line(proof)))
+        index_line = 2 if proof.extra is None else 3
+        raise _Rejected(Failure("proof", f"inclusion proof: {e}", "proof", index_line)) from None
     except VerificationError as e:
-        return report.fail(failure_from(e, "proof"))
+        raise _Rejected(failure_from(e, "proof")) from None
     _policy_checks(report, result, policy, time_policy)
     report.check(
         "inclusion",
@@ -693,18 +520,4 @@ def verify_proof_file(
             "log_keys": facts["log_keys"],
         }
     )
-    if records is None:
-        report.note(
-            "without --records, the proof shows that the head is in the log, not which "
-            "records lead to it"
-        )
-    if result.note.unverified:
-        report.note(
-            "signature lines from keys the policy does not list were ignored: "
-            + ", ".join(facts["unknown_signatures"])
-        )
-    return report
-
-
-def _index_line(proof: TlogProof) -> int:
-    return 2 if proof.extra is None else 3
+    return result

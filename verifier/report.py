@@ -96,17 +96,26 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tlog.errors import (
-    InvalidSignatureError,
-    MalformedError,
-    PolicyError,
-    ProofError,
-    TlogError,
-    UnverifiedNoteError,
-    UsageError,
-    VerificationError,
-)
+from tlog import errors
 from tlog.journal import ChainError
+
+__all__ = [
+    "EXIT_INVALID",
+    "EXIT_UNUSABLE",
+    "EXIT_VALID",
+    "INVALID_KINDS",
+    "JSON",
+    "SCHEMA",
+    "UNUSABLE_KINDS",
+    "VERDICTS",
+    "Check",
+    "Failure",
+    "InputError",
+    "LocatedError",
+    "Report",
+    "failure_from",
+    "kind_of",
+]
 
 SCHEMA = "tlog-verify/report/v1"
 """The value of the report's ``schema`` member."""
@@ -380,7 +389,7 @@ def _short(value: JSON) -> str:
 # --- errors ---------------------------------------------------------------------------------
 
 
-class LocatedError(VerificationError):
+class LocatedError(errors.VerificationError):
     """A check of the verifier failed: ``kind`` (an invalid kind) and where.
 
     The message carries no location prefix; :meth:`Failure.location` gives it.
@@ -406,7 +415,7 @@ class LocatedError(VerificationError):
         self.checkpoint_size = checkpoint_size
 
 
-class InputError(UsageError):
+class InputError(errors.UsageError):
     """An input the auditor supplies (policy, key, kept checkpoint) cannot be used."""
 
 
@@ -416,31 +425,27 @@ _RUN_RECORD = re.compile(r"\brun (\S+) record (\d+)\b")
 _CHECKPOINT_SIZE = re.compile(r"\bcheckpoint of size (\d+)\b")
 
 
+_KINDS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    (InputError, "input"),
+    (errors.UsageError, "usage"),
+    (ChainError, "chain"),
+    (errors.InvalidSignatureError, "signature"),
+    (errors.UnverifiedNoteError, "unverified"),
+    (errors.ProofError, "proof"),
+    (errors.PolicyError, "policy"),
+    (errors.MalformedError, "malformed"),
+    (errors.VerificationError, "verification"),
+    (UnicodeError, "malformed"),
+    ((OSError, errors.TlogError), "input"),
+)
+"""The failure kind of each exception class, the first match counting (subclasses first)."""
+
+
 def kind_of(e: BaseException) -> str:
-    """The failure kind of an exception (module docstring)."""
+    """The failure kind of an exception (module docstring); ``internal`` for any other."""
     if isinstance(e, LocatedError):
         return e.kind
-    if isinstance(e, UsageError):
-        return "input" if isinstance(e, InputError) else "usage"
-    if isinstance(e, ChainError):
-        return "chain"
-    if isinstance(e, InvalidSignatureError):
-        return "signature"
-    if isinstance(e, UnverifiedNoteError):
-        return "unverified"
-    if isinstance(e, ProofError):
-        return "proof"
-    if isinstance(e, PolicyError):
-        return "policy"
-    if isinstance(e, MalformedError):
-        return "malformed"
-    if isinstance(e, VerificationError):
-        return "verification"
-    if isinstance(e, UnicodeError):
-        return "malformed"
-    if isinstance(e, OSError | TlogError):
-        return "input"
-    return "internal"
+    return next((kind for cls, kind in _KINDS if isinstance(e, cls)), "internal")
 
 
 def failure_from(e: BaseException, input: str | None) -> Failure:

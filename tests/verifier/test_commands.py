@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import store.cli as store_cli
+import verifier
 import verifier.export as verifier_export
 from store.api import Append, JournalStore
 from store.export import export_store
@@ -1546,6 +1547,31 @@ def test_the_command_never_prints_a_traceback(journal: Journal) -> None:
         check=False,
     )
     assert p.returncode == 0, p.stderr
+
+
+def test_the_python_api_gives_the_commands_report(
+    journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    # docs/auditor-guide.md section 12.7: the library calls a Python auditor makes give the
+    # report the command prints, from the same trust options.
+    kept = journal.write("kept.checkpoint", journal.notes[0])
+    policy = verifier.build_policy(policy=str(journal.policy_path))
+    report = verifier.verify_export_file(
+        str(journal.export_path),
+        policy=policy,
+        time_policy=verifier.build_time_policy(now=str(NOW)),
+        since=verifier.read_kept_checkpoint(kept),
+    )
+    r = verify_export(
+        capsysbinary, str(journal.export_path), str(journal.policy_path), "--since", kept
+    )
+    assert report.valid and r.status == 0, r.err
+    want = r.report
+    del want["inputs"]["policy"], want["inputs"]["since"]
+    assert json.loads(report.render_json()) == want
+    assert "since" in want["facts"]
+    flags = verifier.build_policy(log_vkey=LOG_VKEY, witnesses=[V1, V2], quorum="2")
+    assert [w.vkey for w in flags.witnesses] == [w.vkey for w in policy.witnesses]
 
 
 def test_the_verifier_imports_no_store_witness_or_database_driver() -> None:

@@ -564,14 +564,18 @@ def _check_inclusion_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--index", required=True, metavar="I", help="leaf index")
     q.add_argument("--size", required=True, metavar="N", help="tree size")
     q.add_argument("--leaf", required=True, metavar="HASH", help="leaf hash (base64)")
-    q.add_argument("--root", required=True, metavar="ROOT", help="root at size N (base64)")
-    q.add_argument("file", nargs="?", metavar="PROOF_FILE", help="proof (default: stdin)")
+    _root_and_proof_args(q)
 
 
 def _check_consistency_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--old", required=True, metavar="M", help="old tree size")
     q.add_argument("--old-root", required=True, metavar="ROOT", help="root at size M (base64)")
     q.add_argument("--size", required=True, metavar="N", help="new tree size")
+    _root_and_proof_args(q)
+
+
+def _root_and_proof_args(q: argparse.ArgumentParser) -> None:
+    """The arguments both ``check`` verbs end with: the root at size N and the proof file."""
     q.add_argument("--root", required=True, metavar="ROOT", help="root at size N (base64)")
     q.add_argument("file", nargs="?", metavar="PROOF_FILE", help="proof (default: stdin)")
 
