@@ -10,8 +10,6 @@ every proof the command writes is verified with tlog.proof.verify_proof.
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
 import sqlite3
@@ -38,6 +36,17 @@ from store.errors import (
 )
 from store.export import RestoreError
 from store.open import open_store
+from tests import clirunner
+from tests.clirunner import (
+    Result,
+    call_main,
+    clean_env_fixture,
+    command_env,
+    expect_ok,
+    one_error_line,
+    run_module,
+)
+from tests.oracles import b64, mth, sha
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.errors import MalformedError, ProofError, UsageError
@@ -60,14 +69,6 @@ class PostgresSchemaLike(Protocol):
 # --- oracles ---------------------------------------------------------------------------------
 
 
-def sha(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def unb64(text: str | bytes) -> bytes:
     return base64.b64decode(text, validate=True)
 
@@ -75,19 +76,6 @@ def unb64(text: str | bytes) -> bytes:
 def leaf(head: bytes) -> bytes:
     """RFC 6962 leaf hash of a sealed run's head, by the definition."""
     return sha(b"\x00" + head)
-
-
-def mth(leaves: Sequence[bytes]) -> bytes:
-    """RFC 6962 MTH over leaf hashes, by the recursive definition."""
-    n = len(leaves)
-    if n == 0:
-        return sha(b"")
-    if n == 1:
-        return leaves[0]
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return sha(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
 
 
 def check_chain(lines: Sequence[bytes], run: str) -> bytes:
@@ -108,42 +96,24 @@ def check_chain(lines: Sequence[bytes], run: str) -> bytes:
 # --- running the command ---------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No TLOG_STORE_* variable from the caller's shell leaks into a test."""
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+_clean_env = clean_env_fixture(ENV_VARS)
+"""No TLOG_STORE_* variable from the caller's shell leaks into a test."""
 
 
-def run(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, bytes, str]:
+def run(argv: Sequence[str], stdin: bytes = b"") -> Result:
     """Call main(argv) in-process: (status, stdout bytes, stderr text)."""
-    out, err = io.BytesIO(), io.BytesIO()
-    saved = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8")
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8")
-    try:
-        code = main(list(argv))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return code, out.getvalue(), err.getvalue().decode("utf-8")
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
+    return call_main(main, argv, stdin)
 
 
 def ok(argv: Sequence[str], stdin: bytes = b"") -> bytes:
-    code, out, err = run(argv, stdin)
-    assert (code, err) == (0, ""), err
-    return out
+    return expect_ok(run(argv, stdin))
 
 
 def fails(argv: Sequence[str], status: int, stdin: bytes = b"") -> str:
     """Run; expect ``status``, one 'tlog-store: VERB: ' line on stderr, nothing on stdout."""
-    code, out, err = run(argv, stdin)
-    assert code == status, (code, err)
-    assert out == b""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith("tlog-store: "), err
+    result = run(argv, stdin)
+    err = one_error_line(result, status, "tlog-store: ")
+    assert result.out == b""
     verb = next((a for a in argv if not a.startswith("-")), None)
     if verb in store.cli._VERBS:
         assert err.startswith(f"tlog-store: {verb}: "), err
@@ -154,16 +124,7 @@ def cli(
     *args: str, stdin: bytes = b"", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m store.cli`` as a subprocess, without TLOG_STORE_* variables."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    return subprocess.run(
-        [sys.executable, "-m", "store.cli", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run_module("store.cli", *args, stdin=stdin, cwd=cwd, env=command_env(ENV_VARS))
 
 
 def cli_ok(*args: str, stdin: bytes = b"") -> bytes:
@@ -174,13 +135,7 @@ def cli_ok(*args: str, stdin: bytes = b"") -> bytes:
 
 
 def assert_one_error_line(proc: subprocess.CompletedProcess[bytes], status: int) -> str:
-    err = proc.stderr.decode("utf-8")
-    assert proc.returncode == status, err
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    assert err.startswith("tlog-store: ")
-    assert proc.stdout == b""
-    return err
+    return clirunner.assert_one_error_line(proc, status, "tlog-store: ")
 
 
 def kv(out: bytes) -> dict[str, str]:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.tlog.helpers import seed_of
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
@@ -32,7 +33,14 @@ from tlog.errors import (
     UsageError,
 )
 from tlog.keys import SignerKey, cosigner_from_vkey, format_vkey, generate_key, parse_vkey
-from tlog.note import TYPE_ED25519, Ed25519Verifier, Signature, add_signatures, parse_note
+from tlog.note import (
+    TYPE_ED25519,
+    Ed25519Signer,
+    Ed25519Verifier,
+    Signature,
+    add_signatures,
+    parse_note,
+)
 from tlog.policy import (
     NONE,
     Group,
@@ -506,6 +514,50 @@ class _ForgedIdVerifier:
 
     def verify(self, text: bytes, sig: bytes) -> bool:
         return False
+
+
+def test_edge_34_policy_duplicates() -> None:
+    s = seed_of("policy-key")
+    log_vkey = format_vkey(Ed25519Signer("example.com/log", s).verifier())
+    witness_01 = format_vkey(Ed25519Signer("w1.example", s).verifier())  # 0x01 of the key
+    witness_04 = format_vkey(CosignatureV1Signer("w2.example", s).verifier())  # 0x04 of it
+    witness_04b = format_vkey(CosignatureV1Signer("w3.example", s).verifier())  # other name
+    other = format_vkey(CosignatureV1Signer("w4.example", seed_of("other")).verifier())
+    other_log = format_vkey(Ed25519Signer("example.com/log2", seed_of("log2")).verifier())
+    assert len({v.split("+")[1] for v in (witness_01, witness_04, witness_04b)}) == 3
+
+    def policy(*lines: str) -> bytes:
+        return "".join(line + "\n" for line in lines).encode()
+
+    # One key once as a log and once as a witness: allowed (§9.1, "test both cases").
+    p = Policy.parse(policy(f"log {log_vkey}", f"witness W1 {witness_04}", "quorum W1"))
+    assert (len(p.logs), len(p.witnesses)) == (1, 1)
+    # Two witness lines wrapping one public key under other names and key IDs.
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.parse(
+            policy(
+                f"log {log_vkey}",
+                f"witness W1 {witness_04}",
+                f"witness W2 {witness_04b}",
+                "quorum W1",
+            )
+        )
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.parse(policy(f"witness W1 {other}", f"witness W2 {other}", "quorum W1"))
+    # A 0x01 and a 0x04 vkey of one Ed25519 key: refused in a file (0x01 is no witness type
+    # there, so either rule refuses it) and as duplicates when given as key flags.
+    with pytest.raises(MalformedError):
+        Policy.parse(policy(f"witness W1 {witness_01}", f"witness W2 {witness_04}", "quorum W1"))
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.k_of_n(1, [witness_01, witness_04])
+    assert len(Policy.k_of_n(1, [witness_01, other]).witnesses) == 2
+    # Two log lines wrapping one key, under other names and hence key IDs.
+    renamed = format_vkey(Ed25519Signer("example.com/log-renamed", s).verifier())
+    assert renamed.split("+")[1] != log_vkey.split("+")[1]
+    with pytest.raises(MalformedError, match="duplicate log"):
+        Policy.parse(policy(f"log {log_vkey}", f"log {renamed}", "quorum none"))
+    # Two different log keys are fine.
+    assert len(Policy.parse(policy(f"log {log_vkey}", f"log {other_log}", "quorum none")).logs) == 2
 
 
 def test_same_key_name_and_id_for_two_keys_refused() -> None:

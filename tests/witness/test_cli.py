@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
-import io
 import json
 import os
 import select
@@ -39,6 +38,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import witness.cli
+from tests.clirunner import (
+    Result,
+    call_main,
+    clean_env_fixture,
+    command_env,
+    expect_ok,
+    one_error_line,
+    run_module,
+)
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
@@ -80,79 +88,35 @@ CONFIG_TTL = 0.3
 VERBS = witness.cli._VERBS
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
+_clean_env = clean_env_fixture(ENV_VARS)
 
 
 # --- running the command -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: bytes
-    err: str
-
-
 def run(*argv: str, stdin: bytes = b"") -> Result:
     """Run :func:`main` in-process with byte-buffer standard streams."""
-    saved = sys.stdin, sys.stdout, sys.stderr
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    sys.stdout, sys.stderr = out, err
-    try:
-        try:
-            code = main(list(argv))
-        except SystemExit as e:  # --help
-            code = int(e.code or 0)
-        out.flush()
-        err.flush()
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
-    out_raw = out.buffer
-    err_raw = err.buffer
-    assert isinstance(out_raw, io.BytesIO) and isinstance(err_raw, io.BytesIO)
-    out_bytes, err_bytes = out_raw.getvalue(), err_raw.getvalue()
-    return Result(code, out_bytes, err_bytes.decode("utf-8"))
+    return call_main(main, argv, stdin, catch_exit=True)  # --help exits
 
 
 def ok(*argv: str, stdin: bytes = b"") -> bytes:
-    r = run(*argv, stdin=stdin)
-    assert r.code == 0, r.err
-    assert r.err == ""
-    return r.out
+    return expect_ok(run(*argv, stdin=stdin))
 
 
 def fails(code: int, *argv: str, stdin: bytes = b"") -> str:
     """Run, expect ``code`` and exactly one 'tlog-witness: VERB: ...' line on stderr."""
-    r = run(*argv, stdin=stdin)
-    assert r.code == code, (r.code, r.err)
-    assert r.err.endswith("\n") and r.err.count("\n") == 1, r.err
     verb = next((a for a in argv if a in VERBS), None)
-    assert r.err.startswith(f"tlog-witness: {verb}: " if verb else "tlog-witness: "), r.err
-    assert "Traceback" not in r.err
-    return r.err
+    prefix = f"tlog-witness: {verb}: " if verb else "tlog-witness: "
+    return one_error_line(run(*argv, stdin=stdin), code, prefix)
 
 
 def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return command_env(ENV_VARS, root_on_path=True)
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m witness.cli`` as a subprocess, without TLOG_WITNESS_* variables."""
-    return subprocess.run(
-        [sys.executable, "-m", "witness.cli", *args],
-        capture_output=True,
-        cwd=cwd,
-        env=cli_env(),
-        timeout=60,
-        check=False,
-    )
+    return run_module("witness.cli", *args, cwd=cwd, env=cli_env(), timeout=60)
 
 
 def cli_ok(*args: str, cwd: Path | None = None) -> bytes:

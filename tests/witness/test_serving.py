@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 
+from tests.clirunner import clean_env_fixture
 from tests.witness.helpers import (
     ED_SEED,
     WITNESS,
@@ -82,10 +83,7 @@ VKEY = format_vkey(witness_verifiers()[0])
 """The witness's vkey (tests/witness_helpers.py's fixed Ed25519 seed)."""
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
+_clean_env = clean_env_fixture(ENV_VARS)
 
 
 # --- the state, the server, the process tree ------------------------------------------------------
