@@ -10,6 +10,7 @@ traceback. This module is the one copy of the plumbing:
   error swapped for byte buffers — fast, for the many error cases;
 * :func:`run_module` runs ``python -m MODULE`` as a subprocess, as a user would, with
   :func:`command_env` keeping the caller's own ``TLOG_*`` variables out of it;
+* :func:`read_until_listening` waits for a ``serve`` subprocess to accept connections;
 * :func:`expect_ok` and :func:`one_error_line` are the two halves of the contract;
 * :func:`clean_env_fixture` makes a module's autouse fixture that unsets such variables for the
   in-process runs.
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -109,15 +112,37 @@ def run_module(
     """Run ``python -m module args...`` to completion, output captured; never raises on a
     non-zero status. ``stdin`` None: the subprocess inherits this process's standard input;
     ``env`` None: this process's environment."""
+    argv = [sys.executable, "-m", module, *args]
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-        check=False,
+        argv, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=timeout, check=False
     )
+
+
+def read_until_listening(
+    proc: subprocess.Popen[bytes], stderr: Path, timeout: float
+) -> tuple[list[str], bytes]:
+    """Read a serving command's standard output until a line starts with ``listening on``
+    (``serve`` prints it once it accepts connections): the complete lines read by then, and
+    the bytes after the last of them. Fails the test, with ``stderr``'s text, when the process
+    exits first or prints no such line within ``timeout`` seconds.
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    printed: list[str] = []
+    pending = b""
+    while not any(line.startswith("listening on ") for line in printed):
+        # os.read, not readline: a buffered reader would hide lines from select().
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            raise AssertionError(f"serve printed no address: {stderr.read_text()}")
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise AssertionError(f"serve exited {proc.wait()}: {stderr.read_text()}")
+        pending += chunk
+        *done, pending = pending.split(b"\n")
+        printed += [d.decode() for d in done]
+    return printed, pending
 
 
 def assert_one_error_line(

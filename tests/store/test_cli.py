@@ -37,15 +37,6 @@ from store.errors import (
 from store.export import RestoreError
 from store.open import open_store
 from tests import clirunner
-from tests.clirunner import (
-    Result,
-    call_main,
-    clean_env_fixture,
-    command_env,
-    expect_ok,
-    one_error_line,
-    run_module,
-)
 from tests.oracles import b64, mth, sha
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
@@ -96,23 +87,23 @@ def check_chain(lines: Sequence[bytes], run: str) -> bytes:
 # --- running the command ---------------------------------------------------------------------
 
 
-_clean_env = clean_env_fixture(ENV_VARS)
+_clean_env = clirunner.clean_env_fixture(ENV_VARS)
 """No TLOG_STORE_* variable from the caller's shell leaks into a test."""
 
 
-def run(argv: Sequence[str], stdin: bytes = b"") -> Result:
+def run(argv: Sequence[str], stdin: bytes = b"") -> clirunner.Result:
     """Call main(argv) in-process: (status, stdout bytes, stderr text)."""
-    return call_main(main, argv, stdin)
+    return clirunner.call_main(main, argv, stdin)
 
 
 def ok(argv: Sequence[str], stdin: bytes = b"") -> bytes:
-    return expect_ok(run(argv, stdin))
+    return clirunner.expect_ok(run(argv, stdin))
 
 
 def fails(argv: Sequence[str], status: int, stdin: bytes = b"") -> str:
     """Run; expect ``status``, one 'tlog-store: VERB: ' line on stderr, nothing on stdout."""
     result = run(argv, stdin)
-    err = one_error_line(result, status, "tlog-store: ")
+    err = clirunner.one_error_line(result, status, "tlog-store: ")
     assert result.out == b""
     verb = next((a for a in argv if not a.startswith("-")), None)
     if verb in store.cli._VERBS:
@@ -124,7 +115,9 @@ def cli(
     *args: str, stdin: bytes = b"", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m store.cli`` as a subprocess, without TLOG_STORE_* variables."""
-    return run_module("store.cli", *args, stdin=stdin, cwd=cwd, env=command_env(ENV_VARS))
+    return clirunner.run_module(
+        "store.cli", *args, stdin=stdin, cwd=cwd, env=clirunner.command_env(ENV_VARS)
+    )
 
 
 def cli_ok(*args: str, stdin: bytes = b"") -> bytes:

@@ -18,7 +18,13 @@ import pytest
 
 from tlog.checkpoint import Checkpoint, open_checkpoint, origin_of
 from tlog.errors import MalformedError
-from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
+from tlog.merkle import (
+    MemoryHashStore,
+    consistency_proof,
+    leaf_hash,
+    verify_consistency,
+    verify_inclusion,
+)
 from tlog.note import Ed25519Signer, Ed25519Verifier, Verifier, sign_note
 from tlog.witnessproto import AddCheckpointRequest, check_update
 
@@ -166,3 +172,26 @@ def as_int(value: object) -> int:
 def as_str(value: object) -> str:
     assert isinstance(value, str)
     return value
+
+
+def verify_inclusion_vector(vector: dict[str, object]) -> None:
+    """tlog.merkle.verify_inclusion on a transparency-dev/merkle inclusion vector's fields."""
+    verify_inclusion(
+        as_int(vector["leafIdx"]),
+        as_int(vector["treeSize"]),
+        b64d(as_str(vector["leafHash"])),
+        hashes_of(vector["proof"]),
+        b64d(as_str(vector["root"])),
+    )
+
+
+def verify_consistency_vector(vector: dict[str, object]) -> None:
+    """tlog.merkle.verify_consistency on a transparency-dev/merkle consistency vector's
+    fields."""
+    verify_consistency(
+        as_int(vector["size1"]),
+        as_int(vector["size2"]),
+        b64d(as_str(vector["root1"])),
+        b64d(as_str(vector["root2"])),
+        hashes_of(vector["proof"]),
+    )

@@ -18,10 +18,9 @@ from tests.tlog.helpers import (
     EMPTY_LEAF_B64,
     EMPTY_ROOT_B64,
     as_int,
-    as_str,
-    b64d,
-    hashes_of,
     merkle_vector,
+    verify_consistency_vector,
+    verify_inclusion_vector,
 )
 from tlog.checkpoint import Checkpoint
 from tlog.encoding import b64encode
@@ -43,15 +42,8 @@ from tlog.tiles import tile_root
 def _check_consistency_vector(relpath: str) -> tuple[int, int]:
     vector = merkle_vector(relpath)
     assert vector["wantErr"] is False
-    size1, size2 = as_int(vector["size1"]), as_int(vector["size2"])
-    verify_consistency(
-        size1,
-        size2,
-        b64d(as_str(vector["root1"])),
-        b64d(as_str(vector["root2"])),
-        hashes_of(vector["proof"]),
-    )
-    return size1, size2
+    verify_consistency_vector(vector)
+    return as_int(vector["size1"]), as_int(vector["size2"])
 
 
 def test_edge_20_power_of_two_prepend() -> None:
@@ -79,13 +71,7 @@ def test_edge_21_inner_shift_loop() -> None:
     for d in range(5):
         vector = merkle_vector(f"inclusion/{d}/happy-path.json")
         assert vector["wantErr"] is False
-        verify_inclusion(
-            as_int(vector["leafIdx"]),
-            as_int(vector["treeSize"]),
-            b64d(as_str(vector["leafHash"])),
-            hashes_of(vector["proof"]),
-            b64d(as_str(vector["root"])),
-        )
+        verify_inclusion_vector(vector)
     assert _check_consistency_vector("consistency/4/happy-path.json") == (6, 7)
     assert _check_consistency_vector("consistency/0/happy-path.json") == (1, 1)
     # Exhaustively in small trees (every shape of the loops, e.g. consistency 5 → 6 shifts

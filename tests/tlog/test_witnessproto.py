@@ -45,10 +45,11 @@ from tests.tlog.helpers import (
     b64d,
     decide,
     fixed_clock,
-    hashes_of,
     merkle_vector,
     seed_of,
     tiny_log,
+    verify_consistency_vector,
+    verify_inclusion_vector,
 )
 from tlog.checkpoint import Checkpoint, open_checkpoint, origin_of
 from tlog.cosignature import CosignatureV1Signer, split_timestamped
@@ -253,13 +254,7 @@ def test_edge_14_equal_sizes() -> None:
     )
     assert vector["wantErr"] is True
     with pytest.raises(ProofError):
-        verify_consistency(
-            as_int(vector["size1"]),
-            as_int(vector["size2"]),
-            b64d(as_str(vector["root1"])),
-            b64d(as_str(vector["root2"])),
-            hashes_of(vector["proof"]),
-        )
+        verify_consistency_vector(vector)
 
 
 def test_edge_15_compare_and_swap_sequential_model() -> None:
@@ -469,13 +464,7 @@ def test_edge_18_strict_hashes() -> None:
         vector = merkle_vector(f"inclusion/single-entry/{name}.json")
         assert vector["wantErr"] is True
         with pytest.raises(ProofError):
-            verify_inclusion(
-                as_int(vector["leafIdx"]),
-                as_int(vector["treeSize"]),
-                b64d(as_str(vector["leafHash"])),
-                hashes_of(vector["proof"]),
-                b64d(as_str(vector["root"])),
-            )
+            verify_inclusion_vector(vector)
     vector = merkle_vector("inclusion/single-entry/matching-root-and-leaf.json")
     assert vector["wantErr"] is False
     verify_inclusion(0, 1, b64d(as_str(vector["leafHash"])), [], b64d(as_str(vector["root"])))

@@ -18,7 +18,6 @@ import hashlib
 import http.server
 import json
 import os
-import select
 import signal
 import socket
 import stat
@@ -38,15 +37,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import witness.cli
-from tests.clirunner import (
-    Result,
-    call_main,
-    clean_env_fixture,
-    command_env,
-    expect_ok,
-    one_error_line,
-    run_module,
-)
+from tests import clirunner
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
@@ -88,35 +79,35 @@ CONFIG_TTL = 0.3
 VERBS = witness.cli._VERBS
 
 
-_clean_env = clean_env_fixture(ENV_VARS)
+_clean_env = clirunner.clean_env_fixture(ENV_VARS)
 
 
 # --- running the command -------------------------------------------------------------------------
 
 
-def run(*argv: str, stdin: bytes = b"") -> Result:
+def run(*argv: str, stdin: bytes = b"") -> clirunner.Result:
     """Run :func:`main` in-process with byte-buffer standard streams."""
-    return call_main(main, argv, stdin, catch_exit=True)  # --help exits
+    return clirunner.call_main(main, argv, stdin, catch_exit=True)  # --help exits
 
 
 def ok(*argv: str, stdin: bytes = b"") -> bytes:
-    return expect_ok(run(*argv, stdin=stdin))
+    return clirunner.expect_ok(run(*argv, stdin=stdin))
 
 
 def fails(code: int, *argv: str, stdin: bytes = b"") -> str:
     """Run, expect ``code`` and exactly one 'tlog-witness: VERB: ...' line on stderr."""
     verb = next((a for a in argv if a in VERBS), None)
     prefix = f"tlog-witness: {verb}: " if verb else "tlog-witness: "
-    return one_error_line(run(*argv, stdin=stdin), code, prefix)
+    return clirunner.one_error_line(run(*argv, stdin=stdin), code, prefix)
 
 
 def cli_env() -> dict[str, str]:
-    return command_env(ENV_VARS, root_on_path=True)
+    return clirunner.command_env(ENV_VARS, root_on_path=True)
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m witness.cli`` as a subprocess, without TLOG_WITNESS_* variables."""
-    return run_module("witness.cli", *args, cwd=cwd, env=cli_env(), timeout=60)
+    return clirunner.run_module("witness.cli", *args, cwd=cwd, env=cli_env(), timeout=60)
 
 
 def cli_ok(*args: str, cwd: Path | None = None) -> bytes:
@@ -145,28 +136,9 @@ def serving(*args: str, stderr: Path, timeout: float = 20.0) -> Iterator[Server]
             env=cli_env(),
         )
     try:
-        assert proc.stdout is not None
-        vkeys: list[str] = []
-        deadline = time.monotonic() + timeout
-        url = None
-        pending = b""
-        fd = proc.stdout.fileno()
-        while url is None:
-            # os.read, not readline: a buffered reader would hide lines from select().
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                raise AssertionError(f"serve printed no address: {stderr.read_text()}")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise AssertionError(f"serve exited {proc.wait()}: {stderr.read_text()}")
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                line = raw.decode()
-                if line.startswith("vkey "):
-                    vkeys.append(line[5:])
-                elif line.startswith("listening on "):
-                    url = line[len("listening on ") :]
+        printed, _ = clirunner.read_until_listening(proc, stderr, timeout)
+        vkeys = [line[5:] for line in printed if line.startswith("vkey ")]
+        url = next(p for p in printed if p.startswith("listening on "))[len("listening on ") :]
         yield Server(proc, url, vkeys, stderr)
     finally:
         if proc.poll() is None:

@@ -34,7 +34,6 @@ import http.client
 import json
 import os
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -47,7 +46,7 @@ from typing import Any
 
 import pytest
 
-from tests.clirunner import clean_env_fixture
+from tests.clirunner import clean_env_fixture, read_until_listening
 from tests.witness.helpers import (
     ED_SEED,
     WITNESS,
@@ -160,22 +159,7 @@ def supervisor(*args: str, stderr: Path, timeout: float = 30.0) -> Iterator[Supe
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=cli_env())
     sup: Supervisor | None = None
     try:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        printed: list[str] = []
-        pending = b""
-        while not any(line.startswith("listening on ") for line in printed):
-            # os.read, not readline: a buffered reader would hide lines from select().
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                raise AssertionError(f"serve printed no address: {stderr.read_text()}")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise AssertionError(f"serve exited {proc.wait()}: {stderr.read_text()}")
-            pending += chunk
-            *done, pending = pending.split(b"\n")
-            printed += [d.decode() for d in done]
+        printed, pending = read_until_listening(proc, stderr, timeout)
         url = next(p for p in printed if p.startswith("listening on ")).removeprefix(
             "listening on "
         )
