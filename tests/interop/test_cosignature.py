@@ -11,15 +11,13 @@ Sources (provenance and verdicts in each folder's README.md under testdata/):
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.vectors import b64, load
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import (
     CosignatureV1Signer,
@@ -46,17 +44,6 @@ from tlog.note import (
     parse_signature_line,
     sign_note,
 )
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
-
-
-def b64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
 
 # --- sigsum-go/checkpoint_vectors.json -------------------------------------------------------
 

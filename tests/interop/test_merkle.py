@@ -16,13 +16,13 @@ RFC 6962 logs and are not copied.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.vectors import TESTDATA, b64
 from tlog.errors import MalformedError, ProofError
 from tlog.merkle import (
     EMPTY_ROOT,
@@ -40,17 +40,11 @@ from tlog.merkle import (
     verify_witness_consistency,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 MERKLE = TESTDATA / "transparency-dev-merkle"
 
 
 def load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def b64(text: str) -> bytes:
-    # Go's encoding/json form of []byte: standard padded base64.
-    return base64.b64decode(text, validate=True)
 
 
 def proof_of(v: dict[str, Any]) -> list[bytes]:

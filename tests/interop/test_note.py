@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA, load
 from tlog.checkpoint import Checkpoint
 from tlog.encoding import b64encode
 from tlog.errors import (
@@ -58,15 +57,9 @@ from tlog.note import (
     sign_note,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
 TYPE_ECDSA = 0x02
 TYPE_RFC6962 = 0x05
 TYPE_COSIGNATURE_V1 = 0x04
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
 
 
 def sig_dict(s: Signature) -> dict[str, str]:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.vectors import TESTDATA, load
 from tlog.checkpoint import SignedCheckpoint, open_checkpoint, origin_of
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import parse_decimal, parse_hash
@@ -37,12 +35,6 @@ from tlog.errors import (
 from tlog.keys import UnsupportedKeyError, cosigner_from_vkey, parse_signer_key, parse_vkey
 from tlog.merkle import root, verify_witness_consistency
 from tlog.note import Ed25519Verifier, Signature, open_note
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
 
 
 def split_request(body: str) -> tuple[int, list[bytes], bytes]:

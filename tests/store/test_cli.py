@@ -23,17 +23,8 @@ from typing import Any, Protocol
 import pytest
 
 import store.cli
+from store import errors
 from store.cli import main
-from store.errors import (
-    BackendError,
-    CommitUnknownError,
-    CorruptError,
-    DuplicateEffectError,
-    FencedError,
-    LeaseHeldError,
-    LeaseNotHeldError,
-    RunSealedError,
-)
 from store.export import RestoreError
 from store.open import open_store
 from tests import clirunner
@@ -1186,20 +1177,20 @@ class _RaisingStore:
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (CorruptError("hash does not cover the stored body", "r", 3), 1),
+        (errors.CorruptError("hash does not cover the stored body", "r", 3), 1),
         (ProofError("inclusion proof does not lead to the root"), 1),
         (RestoreError(7, "the store did not rebuild record 2", "r", 2), 1),
         (MalformedError("bad"), 2),
         (UsageError("bad"), 2),
         (PermissionError(13, "Permission denied", "/x"), 2),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), 2),
-        (FencedError("r", 1, 2), 3),
-        (LeaseHeldError("r", "o", 1, 30), 3),
-        (LeaseNotHeldError("r", "o", 1), 3),
-        (DuplicateEffectError("r", "k"), 3),
-        (RunSealedError("r", "ok"), 3),
-        (BackendError("database is locked"), 4),
-        (CommitUnknownError("connection lost during COMMIT"), 4),
+        (errors.FencedError("r", 1, 2), 3),
+        (errors.LeaseHeldError("r", "o", 1, 30), 3),
+        (errors.LeaseNotHeldError("r", "o", 1), 3),
+        (errors.DuplicateEffectError("r", "k"), 3),
+        (errors.RunSealedError("r", "ok"), 3),
+        (errors.BackendError("database is locked"), 4),
+        (errors.CommitUnknownError("connection lost during COMMIT"), 4),
     ],
 )
 def test_exit_status_mapping(
@@ -1209,7 +1200,7 @@ def test_exit_status_mapping(
     path.write_bytes(b"")
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
     err = fails(["head", "r", "--db", str(path)], status)
-    if isinstance(error, CommitUnknownError):
+    if isinstance(error, errors.CommitUnknownError):
         assert "may or may not have been written" in err
     if isinstance(error, OSError):
         assert err == "tlog-store: head: /x: Permission denied\n"
@@ -1220,7 +1211,7 @@ def test_multiline_messages_stay_on_one_line(
 ) -> None:
     path = tmp_path / "j.db"
     path.write_bytes(b"")
-    error = BackendError("line one\nline two\r")
+    error = errors.BackendError("line one\nline two\r")
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
     assert (
         fails(["head", "r", "--db", str(path)], 4) == "tlog-store: head: line one\\nline two\\r\n"

@@ -39,12 +39,7 @@ from hypothesis import strategies as st
 import witness.cli
 from tests import clirunner
 from tlog.checkpoint import Checkpoint
-from tlog.cosignature import (
-    TYPE_COSIGNATURE_V1,
-    TYPE_SUBTREE_V1,
-    CosignatureV1Signer,
-    timestamp_of,
-)
+from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1, CosignatureV1Signer, timestamp_of
 from tlog.errors import MalformedError, UsageError
 from tlog.keys import SignerKey, generate_key, parse_signer_key, parse_vkey
 from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
@@ -856,7 +851,9 @@ def test_export_import_round_trip_and_refused_backwards(tmp_path: Path) -> None:
     assert json.loads(ok("list-logs", "--json", "--db", db_b).splitlines()[0])["size"] == 10
 
 
-def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
+def exported_state(tmp_path: Path) -> tuple[Log, bytes]:
+    """A witness initialised in ``tmp_path/a`` that cosigned a log at size 2, and its
+    ``export-state`` output."""
     ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
     db_a = str(tmp_path / "a" / "witness.db")
     witness_key = parse_signer_key((tmp_path / "a" / "witness.key").read_text())
@@ -864,7 +861,11 @@ def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
     ok("add-log", log.origin, "--key", log.vkey, "--db", db_a)
     log.grow(2)
     store(db_a, log, witness_key)
-    data = ok("export-state", "--db", db_a)
+    return log, ok("export-state", "--db", db_a)
+
+
+def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
+    log, data = exported_state(tmp_path)
     # Swap the trusted key for another one: the cosigned note no longer verifies.
     forged = data.replace(log.vkey.encode(), Log().vkey.encode())
     err = fails(1, "import-state", "-", "--db", str(tmp_path / "b.db"), stdin=forged)
@@ -880,14 +881,7 @@ def test_refused_import_into_a_new_state_leaves_no_file(
     opened: a SQLite path that did not exist stays absent, with no -writer.lock, -wal or -shm
     beside it. A failure after creating it (the database) removes what this invocation made,
     and only that; an existing state is left exactly as it was."""
-    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
-    db_a = str(tmp_path / "a" / "witness.db")
-    witness_key = parse_signer_key((tmp_path / "a" / "witness.key").read_text())
-    log = Log()
-    ok("add-log", log.origin, "--key", log.vkey, "--db", db_a)
-    log.grow(2)
-    store(db_a, log, witness_key)
-    data = ok("export-state", "--db", db_a)
+    log, data = exported_state(tmp_path)
     forged = data.replace(log.vkey.encode(), Log().vkey.encode())
 
     new = tmp_path / "new"
@@ -912,6 +906,7 @@ def test_refused_import_into_a_new_state_leaves_no_file(
     assert os.listdir(new) == ["witness.db-writer.lock"]
     # An existing state is never removed, and stays as it was.
     before = {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")}
+    db_a = str(tmp_path / "a" / "witness.db")
     fails(4, "import-state", "-", "--db", db_a, stdin=data)
     fails(1, "import-state", "-", "--db", db_a, stdin=forged)
     assert {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")} == before

@@ -81,6 +81,12 @@ class ServerThread:
         self.thread.start()
         self.runners: list[web.AppRunner] = []
 
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def serve(self, app: web.Application) -> str:
         """Start ``app`` on a free port; return its base URL ``http://127.0.0.1:PORT``."""
 
@@ -110,11 +116,8 @@ class ServerThread:
 
 @pytest.fixture
 def servers() -> Iterator[ServerThread]:
-    s = ServerThread()
-    try:
+    with ServerThread() as s:
         yield s
-    finally:
-        s.close()
 
 
 def refused_url() -> str:
