@@ -1,6 +1,7 @@
-"""Interop vectors for checkpoints (tlog.checkpoint over tlog.note).
+"""Interop vectors for checkpoints (tlog.checkpoint over tlog.note; C2SP tlog-checkpoint,
+https://c2sp.org/tlog-checkpoint).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * sum.golang.org — three real Go checksum database checkpoints and the log's key;
 * transparency-dev-formats/checkpoint_parse_vectors.json and checkpoint_signature_policy.json;

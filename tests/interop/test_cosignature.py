@@ -1,6 +1,7 @@
-"""Interop vectors for cosignatures and signature lines (tlog.cosignature, tlog.note, tlog.keys).
+"""Interop vectors for cosignatures and signature lines (tlog.cosignature, tlog.note, tlog.keys;
+C2SP tlog-cosignature, https://c2sp.org/tlog-cosignature).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * sigsum-go/checkpoint_vectors.json — a Sigsum checkpoint and a cosignature/v1 line that are
   reproduced byte for byte, tamper variants, signature-line parse cases, vkeys;

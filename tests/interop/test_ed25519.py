@@ -1,8 +1,9 @@
 """Interop vectors for Ed25519 verification edge cases (tlog.note.ed25519_verify).
 
-Source: cctv/ed25519vectors.json (C2SP/CCTV, 914 vectors: low-order and non-canonical points),
-with derived/cctv_ed25519_go_verdicts.json, Go crypto/ed25519's verdict on each. A witness and a
-verifier must agree on which notes verify, so our verdict must be exactly Go's.
+Source: cctv/ed25519vectors.json (C2SP/CCTV, 914 vectors: low-order and non-canonical points), with
+derived/cctv_ed25519_go_verdicts.json (testdata/cctv/README.md, testdata/derived/README.md), Go
+crypto/ed25519's verdict on each. A witness and a verifier must agree on which notes verify, so our
+verdict must be exactly Go's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Interop vectors for RFC 6962 Merkle trees and proofs (tlog.merkle).
+"""Interop vectors for RFC 6962 Merkle trees and proofs (tlog.merkle;
+https://www.rfc-editor.org/rfc/rfc6962).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * transparency-dev-merkle/testdata/{inclusion,consistency} — the 98 + 98 proof files of
   transparency-dev/merkle, each with ``wantErr``;

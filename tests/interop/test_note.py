@@ -1,6 +1,7 @@
-"""Interop vectors for signed notes and verifier keys (tlog.note, tlog.keys).
+"""Interop vectors for signed notes and verifier keys (tlog.note, tlog.keys; C2SP signed-note,
+https://c2sp.org/signed-note).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * golang-mod/note_vectors.json — golang.org/x/mod/sumdb/note, the reference signed-note code:
   keys, the key-text rejection rules, byte-exact signing, and the 16 ``Open`` cases;

@@ -1,6 +1,7 @@
-"""Interop vectors from witnesses, at the note and proof level (tlog.note, tlog.merkle).
+"""Interop vectors from witnesses, at the note and proof level (tlog.note, tlog.merkle; C2SP
+tlog-witness, https://c2sp.org/tlog-witness).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * torchwood/litewitness_conversation.json — nine add-checkpoint requests to litewitness, with
   the HTTP status it answers;
@@ -64,17 +65,8 @@ def test_litewitness_log_key() -> None:
     v = conversation_log()
     assert CONV["origin"] == "sigsum.org/v1/tree/" + hashlib.sha256(LOG_KEY).hexdigest()
     assert f"{v.key_id:08x}" == "5202289b"
-    assert [s["want_status"] for s in CONV["steps"]] == [
-        200,
-        403,
-        403,
-        422,
-        422,
-        200,
-        409,
-        200,
-        409,
-    ]
+    theirs = [200, 403, 403, 422, 422, 200, 409, 200, 409]  # litewitness's statuses
+    assert [s["want_status"] for s in CONV["steps"]] == theirs
 
 
 def open_step(note: bytes) -> SignedCheckpoint:

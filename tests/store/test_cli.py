@@ -4,7 +4,8 @@ The main flows run the command as a real subprocess (``python -m store.cli``), a
 on SQLite and once on PostgreSQL; the many error cases call :func:`store.cli.main` in-process,
 with standard input and output swapped for byte buffers. Chain hashes and Merkle roots are
 recomputed here with hashlib, so that the tests are an oracle for the command's output, and
-every proof the command writes is verified with tlog.proof.verify_proof.
+every proof the command writes is verified with tlog.proof.verify_proof. The command is
+described in docs/embedder-guide.md; its proofs are C2SP tlog-proof (https://c2sp.org/tlog-proof).
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 Every test takes the ``backend`` fixture (conftest.py), so each runs once on SQLite and once on
 PostgreSQL: "one battery, so a PostgreSQL-shaped mistake cannot hide behind a SQLite-shaped test
-suite". The checks are the guarantees of :mod:`store.api` and of the seeds digest §4.2 (the
-upstream battery, without admission keys and waiting runs, which our contract does not have) and
-§4.3 (the further checks the seed comments call for), grouped by invariant.
+suite". The checks are the guarantees of :mod:`store.api` (docs/embedder-guide.md) and of the
+upstream journal store's battery (without admission keys and waiting runs, which our contract
+does not have) and the further checks its comments call for, grouped by invariant.
 
-Time is a :class:`~store_helpers.FakeClock` handed to ``open_store``: lease expiry is reached by
-``clock.advance`` instead of sleeping. One test uses the default clock with a 1 s lease, to show
+Time is a :class:`~tests.store.helpers.FakeClock` handed to ``open_store``: lease expiry is reached
+by ``clock.advance`` instead of sleeping. One test uses the default clock with a 1 s lease, to show
 that it works too.
 
 Oracles are independent of the store: record hashes are recomputed with

@@ -1,4 +1,5 @@
-"""Export and restore of a journal store (store.export), on SQLite and PostgreSQL.
+"""Export and restore of a journal store (store.export), on SQLite and PostgreSQL; the file is
+docs/export-format.md, the how-to docs/embedder-guide.md §4.
 
 The issue's acceptance, tested here:
 

@@ -10,7 +10,8 @@ empty log; the quorum (every witness without a policy; a tlog-policy file) and e
 note still kept; the alarm when a witness holds more than the log (a rollback); usage errors;
 ``publish FILE`` still merging a cosigned copy — and refusing (the store unchanged, its export
 still valid) a cosignature that does not verify, a line of an undeclared key and a plain
-Ed25519 line, which no export could carry.
+Ed25519 line, which no export could carry. docs/embedder-guide.md §3 describes the command; the
+protocol is C2SP tlog-witness (https://c2sp.org/tlog-witness).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Smoke tests of the journal store backends (store.sqlite, store.postgres): a few per guarantee.
 
 Every test runs on both backends through the ``backend`` fixture (a SQLite file, or a fresh
-PostgreSQL schema). The full conformance battery is tests/test_store_conformance.py; these
+PostgreSQL schema). The full conformance battery is tests/store/test_conformance.py; these
 tests show that the shared SQL implementation (store.sql) and its two dialects work, including
 what only an implementation can show: concurrent writers, a COMMIT without a verdict, retried
-transactions, concurrent initialisation, the server clock.
+transactions, concurrent initialisation, the server clock. docs/embedder-guide.md §5 compares
+the backends.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 import pytest
 
+from tests.vectors import TESTDATA
 from tlog.checkpoint import Checkpoint, open_checkpoint, origin_of
 from tlog.errors import MalformedError
 from tlog.merkle import (
@@ -28,16 +28,16 @@ from tlog.merkle import (
 from tlog.note import Ed25519Signer, Ed25519Verifier, Verifier, sign_note
 from tlog.witnessproto import AddCheckpointRequest, check_update
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 MERKLE = TESTDATA / "transparency-dev-merkle" / "testdata"
 
-EMPTY_ROOT_B64 = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="  # §3.1, §14.27: SHA-256("")
-EMPTY_LEAF_B64 = "bjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0="  # §12.4, §14.27: SHA-256(0x00)
+EMPTY_ROOT_B64 = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="  # RFC 6962: SHA-256("")
+EMPTY_LEAF_B64 = "bjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0="  # RFC 6962 §2.1: SHA-256(0x00)
 
 
 # --- shared vectors --------------------------------------------------------------------------
 
-# §12.2: golang/mod@fe2ec04f7c3c3aa6fad97631aafcff6e49e2d1db sumdb/note/note_test.go
+# testdata/golang-mod/README.md: golang/mod@fe2ec04f7c3c3aa6fad97631aafcff6e49e2d1db
+# sumdb/note/note_test.go
 PETER_SKEY = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
 PETER_VKEY = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
 ENOCH_VKEY = "EnochRoot+af0cfe78+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"
@@ -55,10 +55,10 @@ ENOCH_LINE = (
 ).encode()
 PETER_NOTE = PETER_TEXT + b"\n" + PETER_LINE
 
-# §2.5, §12.5: golang/go@c674ce87c2e47699bb51e02885fb80519ecbfb27
+# signed-note vkeys; golang/go@c674ce87c2e47699bb51e02885fb80519ecbfb27
 # src/cmd/go/internal/modfetch/key.go (knownGOSUMDB)
 SUMDB_VKEY = "sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8"
-# §12.5: FiloSottile/torchwood@341dc2f0f552a29816955d4834718cd741f1ca64
+# testdata/torchwood/README.md: FiloSottile/torchwood@341dc2f0f552a29816955d4834718cd741f1ca64
 # cmd/litewitness/testdata/sumdb.txt (interop copy: sum.golang.org/checkpoint-35225469.txt)
 SUMDB_NOTE = (
     "go.sum database tree\n"
@@ -69,11 +69,12 @@ SUMDB_NOTE = (
     "TtPydhKCExixSfwQ=\n"
 ).encode()
 
-# §12.3: transparency-dev/formats@0b850f1a7b4a5b70deeacac6535e4b8023809d21
+# testdata/transparency-dev-formats/README.md:
+# transparency-dev/formats@0b850f1a7b4a5b70deeacac6535e4b8023809d21
 # note/note_cosigv1_test.go
 TEST_VKEY = "TEST+7997405c+AQcC+FTVKf0jlTdHDY3rbevmnKxxPjigCXlVtGe6RIr6"
 REMORA_VKEY = "remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2"
-# §12.3 and §14.6: the ML-DSA-44 vkey formats lists as working; its declared key ID is wrong.
+# Edge case 6: the ML-DSA-44 vkey formats lists as working; its declared key ID is wrong.
 # testdata/transparency-dev-formats/cosignature_v1_vectors.json (vkeys_disputed), extracted
 # from transparency-dev/formats@0b850f1a7b4a5b70deeacac6535e4b8023809d21 note/note_cosigv1_test.go.
 FORMATS_MLDSA_VKEY: str = json.loads(
@@ -133,7 +134,8 @@ def tiny_log() -> TinyLog:
 def decide(
     stored_size: int, stored_root: bytes | None, body: bytes, verifiers: Iterable[Verifier]
 ) -> Checkpoint:
-    """The witness's add-checkpoint decision in tlog terms (§5.4), minus origin lookup and I/O."""
+    """The witness's add-checkpoint decision in tlog terms (tlog-witness's check order), minus
+    origin lookup and I/O."""
     request = AddCheckpointRequest.parse(body)
     signed = open_checkpoint(request.checkpoint, verifiers)
     check_update(stored_size, stored_root, request, signed.checkpoint)
@@ -141,8 +143,8 @@ def decide(
 
 
 def assert_request_refused(body: bytes, verifiers: Sequence[Verifier]) -> None:
-    """The body is refused as malformed (400) in the witness's order (§5.4): request framing,
-    then the origin line used for key lookup, then the note and the checkpoint text."""
+    """The body is refused as malformed (400) in the witness's order (tlog-witness): request
+    framing, then the origin line used for key lookup, then the note and the checkpoint text."""
     with pytest.raises(MalformedError):
         request = AddCheckpointRequest.parse(body)
         origin_of(request.checkpoint)

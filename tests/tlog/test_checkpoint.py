@@ -4,7 +4,7 @@ tlog-checkpoint, https://c2sp.org/tlog-checkpoint).
 The edge case of a strict parser: an empty origin, a root that is not 32 bytes, an empty
 extension line, a missing final LF, a size with leading zeros or out of range are all refused,
 also inside a signed note (testdata/transparency-dev-formats/README.md: the formats library
-accepts some of them). Test names keep the case numbers of tests/tlog/test_note.py's docstring.
+accepts some of them). Test names keep the case numbers of tests/tlog/__init__.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_edge_28_checkpoint_strictness() -> None:
     assert Checkpoint.parse(f"Log\n5\n{root_b64}\next\n".encode()).extensions == ("ext",)
     bad_texts = [
         f"\n5\n{root_b64}\n",  # empty origin
-        "Log\n123\nYmFuYW5hcw==\n",  # 7-byte root, accepted by formats (§12.3)
+        "Log\n123\nYmFuYW5hcw==\n",  # 7-byte root, accepted by formats
         f"Log\n5\n{root_b64}\n\n",  # empty extension line
         f"Log\n5\n{root_b64}\n\n\n\n",  # formats' "\n\n\n"
         f"Log\n5\n{root_b64}\next\n\n",

@@ -1,10 +1,11 @@
 """Tests for the ``tlog`` command (tlog.cli.command).
 
-The main flows run the command as a real subprocess (``python -m tlog.cli.command``), as a
-user would;
-the many error cases call :func:`tlog.cli.command.main` in-process, with standard input and output
-swapped for byte buffers. Merkle roots are computed here with hashlib, independently of
-tlog.merkle, so that the tests are an oracle for the command's output.
+The main flows run the command as a real subprocess (``python -m tlog.cli.command``), as a user
+would; the many error cases call :func:`tlog.cli.command.main` in-process, with standard input and
+output swapped for byte buffers. Merkle roots are computed here with hashlib, independently of
+tlog.merkle, so that the tests are an oracle for the command's output. The formats are
+docs/formats.md's (signed notes, https://c2sp.org/signed-note; RFC 6962 proofs,
+https://www.rfc-editor.org/rfc/rfc6962).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The edge cases: one Ed25519 key as a log key (0x01) and as a cosigner key (0x04)
 two signed messages; Ed25519 cosignatures cover a checkpoint's extension lines and ML-DSA ones
 do not; timestamps are 8 bytes big-endian, at most 2^63-1, never 0 in an add-checkpoint response
 (C2SP tlog-witness, https://c2sp.org/tlog-witness) and always 0 for a sign-subtree. Test names
-keep the case numbers of tests/tlog/test_note.py's docstring.
+keep the case numbers of tests/tlog/__init__.py.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from tlog.witnessproto import parse_cosignature_response
 
 
 def test_edge_08_type_confusion() -> None:
-    # The TEST key of §12.3: one Ed25519 key, two types, two IDs.
+    # The TEST key (testdata/transparency-dev-formats/README.md): one Ed25519 key, two types, two
+    # IDs.
     assert parse_vkey(TEST_VKEY).key_id == 0x7997405C
     cosigner = cosigner_from_vkey(TEST_VKEY)
     assert (cosigner.key_type, cosigner.key_id) == (0x04, 0xFDD2DBC7)
@@ -101,20 +102,20 @@ def test_edge_09_extension_lines_ed25519_vs_mldsa() -> None:
 
 
 def test_edge_10_timestamp_encoding_and_range() -> None:
-    # 8 bytes big-endian, then the decimal `time` line: the spec's cosigned message (§4.3,
-    # C2SP tlog-cosignature@v1.0.1 "Signed message").
+    # 8 bytes big-endian, then the decimal `time` line: the spec's cosigned message
+    # (C2SP tlog-cosignature@v1.0.1 "Signed message").
     body = b"example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
     assert cosignature_v1_message(body, 1679315147) == b"cosignature/v1\ntime 1679315147\n" + body
     assert cosignature_v1_message(body, 0).startswith(b"cosignature/v1\ntime 0\n")
     assert split_timestamped(bytes.fromhex("00000000641850cb") + b"sig") == (1679315147, b"sig")
-    # §4.2: the spec example cosignature decodes to key ID 8d66cf3f and time 1679315147.
+    # tlog-cosignature: the spec example cosignature decodes to key ID 8d66cf3f and time 1679315147.
     raw = b64d(
         "jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrDJsX3b2oyin1nPZqhf5nNo0xUe+mbIU"
         "BkBIfZ+qnA=="
     )
     assert (raw[:4].hex(), split_timestamped(raw[4:])[0]) == ("8d66cf3f", 1679315147)
 
-    # §5.3 (C2SP tlog-witness add-checkpoint response example): two of the three dummy lines
+    # (C2SP tlog-witness add-checkpoint response example): two of the three dummy lines
     # decode to timestamps above 2^63-1, the third to 2970657736413210787.
     response = (
         "— witness.example/w1 CMp+6LWBU0anHGH5aNDTJkH/gj79sG+T6+iP2ThYN5krrDJbR1HDnucjL39QsZTSvVjy"
@@ -141,7 +142,8 @@ def test_edge_10_timestamp_encoding_and_range() -> None:
         sig = struct.pack(">Q", ts) + Ed25519PrivateKey.from_private_bytes(seed).sign(msg)
         assert witness.verifier().verify(body, sig) is (ts <= MAX_INT63)
 
-    # §12.3: transparency-dev/formats@0b850f1a7b4a5b70deeacac6535e4b8023809d21
+    # testdata/transparency-dev-formats/README.md:
+    # transparency-dev/formats@0b850f1a7b4a5b70deeacac6535e4b8023809d21
     # note/note_cosigv1_test.go (CoSigV1Timestamp).
     raw = b64d(
         "ZGhGuQAAAABm/qTPeyKXD+R2rzyQsxPiP8mXum7qq/iF0u4vanlqJyocWODBt97w9uL+8qT7S5gxEHWWOworDcFiEBYJ"

@@ -568,7 +568,7 @@ def test_checkpoint_without_the_log_signature_is_refused() -> None:
 
 
 def test_edge_33_duplicate_signature_lines_in_an_export_checkpoint() -> None:
-    # specs.md §14 item 33: one key never counts twice; the export carries each line once.
+    # Edge case 33 (signed-note): one key never counts twice; the export carries each line once.
     runs = small_runs()
     note = checkpoint_note(runs, 1, [LOG, W1])
     last = note[note.rindex("— witness1".encode()) :]
@@ -585,7 +585,7 @@ def test_edge_33_duplicate_signature_lines_in_an_export_checkpoint() -> None:
 
 
 def test_edge_32_control_characters_crlf_export_is_refused() -> None:
-    # specs.md §14 item 32: CR is never normalised away.
+    # Edge case 32 (signed-note): CR is never normalised away.
     data = small_export()
     crlf = data.replace(b"\n", b"\r\n")
     assert isinstance(refused(crlf), MalformedError)

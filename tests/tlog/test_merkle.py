@@ -6,8 +6,7 @@ The edge cases: the power-of-two prepend of consistency verification, the inner 
 both verifications (every vector, and exhaustively in small trees), and the empty tree's root
 against the empty leaf's hash. The vectors are testdata/transparency-dev-merkle (its README.md
 gives the provenance). tests/tlog/test_merkle_reference.py checks tlog.merkle against a
-literal transcription of the RFC. Test names keep the case numbers of tests/tlog/test_note.py's
-docstring.
+literal transcription of the RFC. Test names keep the case numbers of tests/tlog/__init__.py.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ def _check_consistency_vector(relpath: str) -> tuple[int, int]:
 
 
 def test_edge_20_power_of_two_prepend() -> None:
-    # transparency-dev/merkle testdata/consistency/{1,3,2}/happy-path.json (§12.4, §14.20).
+    # transparency-dev/merkle testdata/consistency/{1,3,2}/happy-path.json
+    # (testdata/transparency-dev-merkle/README.md).
     assert _check_consistency_vector("consistency/1/happy-path.json") == (1, 8)
     assert _check_consistency_vector("consistency/3/happy-path.json") == (2, 5)
     assert _check_consistency_vector("consistency/2/happy-path.json") == (6, 8)
@@ -66,7 +66,7 @@ def test_edge_20_power_of_two_prepend() -> None:
 
 
 def test_edge_21_inner_shift_loop() -> None:
-    # transparency-dev/merkle testdata/inclusion/{0..4}/happy-path.json (§12.4); inclusion/3
+    # transparency-dev/merkle testdata/inclusion/{0..4}/happy-path.json; inclusion/3
     # (leaf 2 of 3) takes the shift loop: fn = sn = 2 is even after a left-side hash.
     for d in range(5):
         vector = merkle_vector(f"inclusion/{d}/happy-path.json")

@@ -4,9 +4,8 @@
 The edge cases an implementation most often gets wrong, one test (or a small group) per case:
 the em dash prefix, the split at the last blank line, the signed bytes, the key ID preimage,
 vkey splitting and ID verification, unknown vs known keys, the signature count limit, control
-characters and duplicate signature lines. ``test_edge_NN_*`` keeps the case's number, which
-also names the cases of tlog's other concepts (test_cosignature.py, test_witnessproto.py,
-test_merkle.py, test_tiles.py, test_checkpoint.py, test_policy.py). Spec literals are inlined
+characters and duplicate signature lines. ``test_edge_NN_*`` keeps the case's number
+(tests/tlog/__init__.py lists the cases and their specs). Spec literals are inlined
 with a comment citing the spec; vectors published by other projects carry their provenance
 (repository, commit, path; testdata/README.md).
 """
@@ -74,8 +73,9 @@ def test_edge_01_em_dash_prefix() -> None:
 
 
 def test_edge_02_last_vs_first_blank_line() -> None:
-    # A note: split at the LAST blank line. The signed-note intro example (§12.1, C2SP/C2SP@
-    # 5ba5ee830903e91240fc6f9f3a7a9293d49e69c9 signed-note.md) has a blank line in its text.
+    # A note: split at the LAST blank line. The signed-note intro example (testdata/c2sp/README.md,
+    # C2SP/C2SP@ 5ba5ee830903e91240fc6f9f3a7a9293d49e69c9 signed-note.md) has a blank line in its
+    # text.
     quasimodo = (
         "Ognuno sta solo sul cuor della terra\n"
         "trafitto da un raggio di sole:\n"
@@ -102,7 +102,7 @@ def test_edge_02_last_vs_first_blank_line() -> None:
     poem = b"first\n\nsecond\n\n\nthird\n"
     assert open_note(sign_note(poem, [signer]), [signer.verifier()]).text == poem
 
-    # A request: split at the FIRST blank line; "old 0" with no proof lines (§14.2).
+    # A request: split at the FIRST blank line; "old 0" with no proof lines (tlog-witness, https://c2sp.org/tlog-witness).
     log = tiny_log()
     note = log.note(5)
     request = AddCheckpointRequest.parse(b"old 0\n\n" + note)
@@ -215,7 +215,7 @@ def test_edge_29_signature_count_and_size_limits() -> None:
     assert len({c.public_key for c in cosigners}) == 16
     lines = [Signature(c.name, c.key_id, c.sign(text)) for c in cosigners]
     note = format_note(text, lines)
-    assert 50_000 <= len(note) <= 56_000  # "about 53 KB" (§14.29)
+    assert 50_000 <= len(note) <= 56_000  # 16 ML-DSA-44 lines: "about 53 KB"
     assert len(note) > 16 << 10  # transparency-dev/witness's 16 KiB body limit does not fit it
     opened = open_note(note, [c.verifier() for c in cosigners])
     assert len(opened.sigs) == 16

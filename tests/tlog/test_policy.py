@@ -1,4 +1,5 @@
-"""Tests for tlog.policy: C2SP tlog-policy files and their evaluation on signed checkpoints.
+"""Tests for tlog.policy: C2SP tlog-policy (https://c2sp.org/tlog-policy) files and their
+evaluation on signed checkpoints.
 
 Keys are real (tlog.keys.generate_key with fixed seeds: Ed25519 0x01 and 0x04, ML-DSA-44
 0x06) and so are the cosignatures (tlog.cosignature signers with fixed timestamps via
@@ -529,7 +530,8 @@ def test_edge_34_policy_duplicates() -> None:
     def policy(*lines: str) -> bytes:
         return "".join(line + "\n" for line in lines).encode()
 
-    # One key once as a log and once as a witness: allowed (§9.1, "test both cases").
+    # One key once as a log and once as a witness: allowed (tlog-policy; edge case 34 "test both
+    # cases").
     p = Policy.parse(policy(f"log {log_vkey}", f"witness W1 {witness_04}", "quorum W1"))
     assert (len(p.logs), len(p.witnesses)) == (1, 1)
     # Two witness lines wrapping one public key under other names and key IDs.
@@ -881,7 +883,8 @@ def test_shortfalls_and_quorum_met_without_a_note() -> None:
 def test_edge_31_log_key_name_differs_from_origin() -> None:
     # Real Go checksum database checkpoint: origin `go.sum database tree`, key name
     # `sum.golang.org`. From FiloSottile/torchwood@341dc2f0 cmd/litewitness/testdata/sumdb.txt
-    # (specs.md §12.5); vkey from golang/go@c674ce87 src/cmd/go/internal/modfetch/key.go.
+    # (testdata/torchwood/README.md); vkey from golang/go@c674ce87
+    # src/cmd/go/internal/modfetch/key.go.
     vkey = "sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8"
     note = (
         "go.sum database tree\n35225469\nvt5T6GaLCXvyHFl9VUvvItR43XZxfLgftEcTyO3eJCQ=\n\n"
@@ -911,13 +914,14 @@ def test_policy_without_logs_takes_them_from_context() -> None:
         q.with_logs([Log.from_vkey(vk(key("alias.example", TYPE_ED25519, 1)))])
 
 
-# --- interop: transparency-dev/formats witness policy cases (specs.md §12.3) ---------------
+# --- interop: transparency-dev/formats witness policy cases ----------------------------------
 #
 # From transparency-dev/formats, witness/witness_policy_test.go (snapshot 0b850f1a; the file
 # read was at 065bf236, same content as 1c29105e). formats writes witness keys as 0x01 vkeys
 # and reads them as cosignature/v1 keys; tlog-policy files need the 0x04 form, so the cases
 # are re-spelled with the same Ed25519 keys as 0x04 vkeys (key IDs 8dc39d42 and 2013a75c,
-# as specs.md §12.3 computes). remora.n621.de's key is a native 0x04 vkey.
+# as testdata/transparency-dev-formats/README.md computes). remora.n621.de's key is a native 0x04
+# vkey.
 
 FORMATS_SIGSUM_01 = "sigsum.org+e4ade967+AZuUY6B08pW3QVHu8uvsrxWPcAv9nykap2Nb4oxCee+r"
 FORMATS_EXAMPLE_01 = "example.com+3753d3de+AebBhMcghIUoavZpjuDofa4sW6fYHyVn7gvwDBfvkvuM"

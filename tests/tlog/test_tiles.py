@@ -1,4 +1,5 @@
-"""Tests for tlog.tiles: C2SP tlog-tiles paths, tile contents, tile math and entry bundles.
+"""Tests for tlog.tiles: C2SP tlog-tiles (https://c2sp.org/tlog-tiles) paths, tile contents,
+tile math and entry bundles.
 
 Hashes here are computed with hashlib directly (not with tlog code), so that the tests are an
 independent oracle for the module's RFC 6962 hashing.
@@ -10,12 +11,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA
 from tlog import merkle
 from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, UsageError
@@ -44,7 +45,6 @@ from tlog.tiles import (
     tiles_from_leaf_hashes,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 TESSERA = TESTDATA / "tessera"
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -93,7 +93,7 @@ def paths(tiles: Sequence[Tile | Bundle]) -> list[str]:
     return [t.path() for t in tiles]
 
 
-# --- specs.md §6.2: path encoding -----------------------------------------------------------
+# --- tlog-tiles, path encoding --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ def test_spec_6_2_static_ct_levels() -> None:
         parse_tile_path("tile/0/000", max_level=64)
 
 
-# --- specs.md §6.3: tile contents -----------------------------------------------------------
+# --- tlog-tiles, tile contents --------------------------------------------------------------
 
 
 def test_spec_6_3_full_tile_is_256_hashes_8192_bytes() -> None:
@@ -220,7 +220,7 @@ def test_spec_6_3_higher_level_entry_is_root_of_full_tile_below() -> None:
     assert (Tile(0, 5, 1).start_index, Tile(0, 5, 1).end_index) == (5 * 256, 6 * 256)
 
 
-# --- specs.md §6.5: node locations ----------------------------------------------------------
+# --- tlog-tiles, node locations -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -282,7 +282,7 @@ def test_hash_from_tile_misuse() -> None:
         hash_from_tile(Tile(0, 1, 44), partial[:-32], 0, 299)
 
 
-# --- specs.md §12.6: transparency-dev/tessera api/layout/paths_test.go ----------------------
+# --- testdata/tessera/README.md: transparency-dev/tessera api/layout/paths_test.go ------------
 
 
 @pytest.mark.parametrize(
@@ -335,7 +335,7 @@ def test_tessera_leniencies_are_rejected_here() -> None:
         parse_tile_path("tile/0/000.p/007")
 
 
-# --- specs.md §14 items 22-26 ----------------------------------------------------------------
+# --- edge cases 22-26 (tests/tlog/__init__.py) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -530,7 +530,7 @@ def test_bundle_round_trip(entries: list[bytes]) -> None:
 
 
 def test_edge_22_tile_index_encoding() -> None:
-    # §6.2 (C2SP tlog-tiles "<N>" examples).
+    # (C2SP tlog-tiles "<N>" examples).
     for index, text in ((0, "000"), (999, "999"), (1000, "x001/000"), (1234067, "x001/x234/067")):
         assert format_tile_index(index) == text
         assert parse_tile_index(text) == index
@@ -562,7 +562,7 @@ def test_edge_22_tile_index_encoding() -> None:
 
 
 def test_edge_23_partial_tile_widths_and_level_contents() -> None:
-    # §6.3 (C2SP tlog-tiles examples, re-computed).
+    # (C2SP tlog-tiles examples, re-computed).
     paths = [t.path() for t in tiles_for_size(70000)]
     assert paths.count("tile/0/273.p/112") == 1
     assert [p for p in paths if not p.startswith("tile/0/")] == [

@@ -18,7 +18,7 @@ decisions and guarantees tlog provides; the rest belongs to the witness server's
 The request's integers and hashes are strict (no spelling Python's ``int()`` accepts but the
 spec does not; exactly 32-byte hashes, RFC 6962 https://www.rfc-editor.org/rfc/rfc6962), and a
 request holds at most 63 proof lines. Test names keep the case numbers of
-tests/tlog/test_note.py's docstring.
+tests/tlog/__init__.py.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_edge_11_bad_proof() -> None:
 
 def test_edge_12_conflict_body_and_content_type() -> None:
     assert SIZE_CONTENT_TYPE == "text/x.tlog.size"
-    # §5.3 (C2SP tlog-witness "409 Conflict" example body).
+    # (C2SP tlog-witness "409 Conflict" example body).
     assert format_size_body(20852014) == b"20852014\n"
     assert format_size_body(0) == b"0\n"
     for content_type in (
@@ -221,7 +221,7 @@ def test_edge_13_size_zero_library_vs_witness() -> None:
     assert decide(0, None, log.request(0, 5).format(), [log.verifier]).size == 5
     with pytest.raises(ProofError):
         decide(0, None, log.request(0, 5, [log.store.root(1)]).format(), [log.verifier])
-    # A size-0 checkpoint must carry 47DEQpj8…uFU= (§3.1).
+    # A size-0 checkpoint must carry 47DEQpj8…uFU= (tlog-checkpoint, https://c2sp.org/tlog-checkpoint).
     zero = f"{log.origin}\n0\n{EMPTY_ROOT_B64}\n".encode()
     assert decide(0, None, b"old 0\n\n" + sign_note(zero, [log.signer]), [log.verifier]).size == 0
     for root_b64 in (EMPTY_LEAF_B64, b64encode(bytes(32)), b64encode(log.store.root(5))):
@@ -351,7 +351,7 @@ def test_edge_16_durability_pure_decision_and_text_bound_cosignature() -> None:
         assert len(opened.sigs) == 2
 
 
-# §13 and §14.17: every spelling Python's int() accepts but the specs do not.
+# Edge case 17: every spelling Python's int() accepts but the specs do not.
 BAD_DECIMALS = [
     "05",
     "007",
@@ -397,7 +397,7 @@ def test_edge_17_strict_integers() -> None:
     ):
         with pytest.raises(MalformedError):
             AddCheckpointRequest.parse(head + b"\n\n" + note)
-    # Checkpoint sizes (§3.1: no leading zeros; here also at most 2^63-1).
+    # Checkpoint sizes (tlog-checkpoint: no leading zeros; here also at most 2^63-1).
     root_b64 = b64encode(log.store.root(5))
     assert Checkpoint.parse(f"o\n5\n{root_b64}\n".encode()).size == 5
     for spelling in [*BAD_DECIMALS, *BAD_NON_INT, str(MAX_INT63 + 1)]:
@@ -428,7 +428,7 @@ def test_edge_18_strict_hashes() -> None:
     good = b64encode(log.proof(5, 9)[0])
     assert AddCheckpointRequest.parse(b"old 5\n" + good.encode() + b"\n\n" + note).proof
     bad_hashes = [
-        "AA==",  # §14.18
+        "AA==",  # edge case 18
         b64encode(bytes(33)),  # 33 bytes: 44 characters, no padding
         b64encode(bytes(31)),  # 31 bytes: 44 characters
         good[:20] + " " + good[20:],  # embedded space
@@ -503,7 +503,8 @@ def _uniform_subproof(m: int, n: int, complete: bool) -> list[bytes]:
 
 
 def test_edge_19_proof_line_limit() -> None:
-    # A valid 64-hash consistency proof (§15.11): 3 → 2^63-1 in a tree of identical leaves.
+    # A valid 64-hash consistency proof (tlog-witness's 63-line limit is one short of it): 3 →
+    # 2^63-1 in a tree of identical leaves.
     old, size = 3, MAX_INT63
     proof = _uniform_subproof(old, size, True)
     assert len(proof) == consistency_proof_size(old, size) == 64
@@ -527,7 +528,8 @@ def test_edge_19_proof_line_limit() -> None:
 
 
 def test_edge_30_monitoring_path() -> None:
-    # §5.7 and §12.8: lowercase hex SHA-256 of the origin bytes.
+    # tlog-witness monitoring, testdata/derived/README.md: lowercase hex SHA-256 of the origin
+    # bytes.
     sofa = "5fd2dc0beb4ce54da5050cf6d5c75248b023abad441c3cecde3976fbe9da4fe4"
     gosum = "46613be2987d5d316f5ad065e4aa2eee26ccdd3de17a3735cd0da18156a22bdd"
     assert origin_hash("example.com/behind-the-sofa") == sofa

@@ -325,8 +325,9 @@ def test_init_then_serve_with_defaults_only(tmp_path: Path) -> None:
 
 
 def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
-    """specs.md §14 item 16: SIGKILL right after a 200; on restart the stored size is the
-    cosigned one (the 409 says so, and the monitoring endpoint serves it)."""
+    """Edge case 16 (tlog-witness, https://c2sp.org/tlog-witness): SIGKILL right after a 200; on
+    restart the stored size is the cosigned one (the 409 says so, and the monitoring endpoint
+    serves it)."""
     wdir = tmp_path / "w"
     cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
     config = str(wdir / "witness.toml")
@@ -513,8 +514,9 @@ def test_init_refuses_bad_name_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_edge_08_type_confusion_log_key_refused_as_witness_key(tmp_path: Path) -> None:
-    """specs.md §14 item 8: a 0x01 (note) key is not a 0x04 cosigner key; serve and vkey refuse
-    an Ed25519 log key file instead of signing cosignatures with the wrong type."""
+    """Edge case 8 (https://c2sp.org/tlog-cosignature): a 0x01 (note) key is not a 0x04 cosigner
+    key; serve and vkey refuse an Ed25519 log key file instead of signing cosignatures with the
+    wrong type."""
     ok("init", "--name", WITNESS, "--dir", str(tmp_path))
     note_key = tmp_path / "note.key"
     note_key.write_text(generate_key(WITNESS, TYPE_ED25519).format() + "\n")

@@ -6,16 +6,16 @@ and drives it with the synchronous client. Misbehaving witnesses are the real se
 extra middleware (a delay, a rewritten response) or a canned-response app where the real one
 never gives such an answer (a malformed 409, a 429 with a date, a 500).
 
-Covered: the 200 path (one and two keys), verification of the returned lines (unknown keys
-ignored, bad signatures, zero and future timestamps refused: specs.md §5.3 and §14 item 10),
-the 409 recovery loop (witness behind and ahead of the client's memory, bounded retries, the
-alarm when the witness holds more than the log, a witness newer than the note), the strict
-409 body (§14 item 12), the status mapping (400/403/404/405 rejected, 422 alarm, 429 busy,
-408/5xx/refused/timeout unavailable), the monitoring GET, and gather: 2-of-3 with a witness
-down and one slow, early stop, the deadline, no policy, remembered sizes, alarms.
+Covered: the 200 path (one and two keys), verification of the returned lines (unknown keys ignored,
+bad signatures, zero and future timestamps refused: https://c2sp.org/tlog-witness, edge case 10),
+the 409 recovery loop (witness behind and ahead of the client's memory, bounded retries, the alarm
+when the witness holds more than the log, a witness newer than the note), the strict 409 body (edge
+case 12), the status mapping (400/403/404/405 rejected, 422 alarm, 429 busy,
+408/5xx/refused/timeout unavailable), the monitoring GET, and gather: 2-of-3 with a witness down
+and one slow, early stop, the deadline, no policy, remembered sizes, alarms.
 
 :class:`ServerThread`, :class:`FakeLog` and :func:`start_witness` are reused by
-tests/test_witness_conformance.py and tests/test_store_publish.py.
+tests/witness/test_conformance.py and tests/store/test_publish.py.
 """
 
 from __future__ import annotations
@@ -390,7 +390,7 @@ def test_submit_uses_the_remembered_size(
         c.submit(log.note(3), lambda old: log.prove(old, 3), my_size=3)
         c.submit(log.note(8), lambda old: log.prove(old, 8), my_size=8)
         assert c.known_sizes() == {ORIGIN: 8}
-        # The same checkpoint again: old = size = 8, empty proof, a fresh 200 (§14 item 14).
+        # The same checkpoint again: old = size = 8, empty proof, a fresh 200 (edge case 14).
         c.submit(log.note(8), lambda old: log.prove(old, 8), my_size=8)
     assert w.requests == [200, 200, 200]
     # A size set from outside (a persisted one) is used too.
@@ -577,7 +577,7 @@ def test_canned_statuses(servers: ServerThread) -> None:
 
 
 def test_edge_12_409_body_parsed_strictly(servers: ServerThread) -> None:
-    # specs.md §5.3: a 409 whose Content-Type is not text/x.tlog.size or whose body is not
+    # tlog-witness: a 409 whose Content-Type is not text/x.tlog.size or whose body is not
     # exactly <decimal> LF is an error, never a size to act on.
     log = FakeLog()
     key = _witness_key("w.example")

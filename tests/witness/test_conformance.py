@@ -3,10 +3,10 @@
 It must pass 100% against our server (witness/server.py over SQLite, on 127.0.0.1), with one
 key or two, with distinct submission and monitoring prefixes; and it must *fail* — on exactly
 the checks concerned — against witnesses that break a rule the way real implementations did
-(specs.md §5.9): 403 for an unknown origin (torchwood 2025-06), 409 for same size with another
-root (tlog-witness v1.0.0), a 409 without its media type, a key other than the one given, an
-origin that is not fresh, a witness that does not answer. ``conformance_main`` is checked for
-its output and exit statuses.
+(https://c2sp.org/tlog-witness, current main): 403 for an unknown origin (torchwood 2025-06), 409
+for same size with another root (tlog-witness v1.0.0), a 409 without its media type, a key other
+than the one given, an origin that is not fresh, a witness that does not answer.
+``conformance_main`` is checked for its output and exit statuses.
 """
 
 from __future__ import annotations
