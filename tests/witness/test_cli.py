@@ -324,15 +324,21 @@ def test_init_then_serve_with_defaults_only(tmp_path: Path) -> None:
         assert stop(srv) == 0
 
 
-def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
-    """Edge case 16 (tlog-witness, https://c2sp.org/tlog-witness): SIGKILL right after a 200; on
-    restart the stored size is the cosigned one (the 409 says so, and the monitoring endpoint
-    serves it)."""
+def witness_following_a_log(tmp_path: Path) -> tuple[str, Log]:
+    """A witness initialised in ``tmp_path/w`` (its config file) that follows a new log."""
     wdir = tmp_path / "w"
     cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
     config = str(wdir / "witness.toml")
     log = Log()
     cli_ok("add-log", ORIGIN, "--key", log.vkey, "--config", config)
+    return config, log
+
+
+def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
+    """Edge case 16 (tlog-witness, https://c2sp.org/tlog-witness): SIGKILL right after a 200; on
+    restart the stored size is the cosigned one (the 409 says so, and the monitoring endpoint
+    serves it)."""
+    config, log = witness_following_a_log(tmp_path)
     log.grow(11)
     with serving("--config", config, "--listen", "127.0.0.1:0", stderr=tmp_path / "e1") as srv:
         r = requests.post(srv.url + "/add-checkpoint", data=log.request(0), timeout=10)
@@ -348,11 +354,7 @@ def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
 
 
 def test_serve_prefixes_and_disabled_status_endpoints(tmp_path: Path) -> None:
-    wdir = tmp_path / "w"
-    cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
-    config = str(wdir / "witness.toml")
-    log = Log()
-    cli_ok("add-log", ORIGIN, "--key", log.vkey, "--config", config)
+    config, log = witness_following_a_log(tmp_path)
     log.grow(3)
     args = ["--config", config, "--listen", "127.0.0.1:0", "--submission-prefix", "/w"]
     args += ["--monitoring-prefix", "/m", "--no-status-endpoints"]

@@ -670,6 +670,19 @@ def _rewritten(
     return w, w.client()
 
 
+def _assert_refused(
+    servers: ServerThread,
+    tmp_path: Path,
+    log: FakeLog,
+    make: Callable[[Witness, bytes], bytes],
+    match: str,
+) -> None:
+    """The client refuses the 200 body ``make`` gives (see :func:`_rewritten`), saying ``match``."""
+    _, c = _rewritten(servers, tmp_path, log, make)
+    with c, pytest.raises(WitnessBadResponse, match=match):
+        c.add_checkpoint(log.note(6), 0, [])
+
+
 def test_edge_10_zero_timestamp_rejected_by_client(
     servers: ServerThread, tmp_path: Path, log: FakeLog
 ) -> None:
@@ -679,9 +692,7 @@ def test_edge_10_zero_timestamp_rejected_by_client(
         s = w.signers[0]
         return _line(s.name, s.key_id, s.sign_at(text, 0))
 
-    _, c = _rewritten(servers, tmp_path, log, zero)
-    with c, pytest.raises(WitnessBadResponse, match="zero timestamp"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, zero, "zero timestamp")
 
 
 def test_future_timestamp_rejected(servers: ServerThread, tmp_path: Path, log: FakeLog) -> None:
@@ -689,9 +700,7 @@ def test_future_timestamp_rejected(servers: ServerThread, tmp_path: Path, log: F
         s = w.signers[0]
         return _line(s.name, s.key_id, s.sign_at(text, int(time.time()) + 3600))
 
-    _, c = _rewritten(servers, tmp_path, log, future)
-    with c, pytest.raises(WitnessBadResponse, match="more than 60 s after now"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, future, "more than 60 s after now")
 
 
 def test_bad_signature_and_no_known_line_rejected(
@@ -703,9 +712,7 @@ def test_bad_signature_and_no_known_line_rejected(
         sig[-1] ^= 1
         return _line(s.name, s.key_id, bytes(sig))
 
-    _, c = _rewritten(servers, tmp_path, log, flipped)
-    with c, pytest.raises(WitnessBadResponse, match="does not verify"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, flipped, "does not verify")
 
 
 def test_response_with_only_unknown_lines_rejected(
@@ -715,9 +722,7 @@ def test_response_with_only_unknown_lines_rejected(
         s = CosignatureV1Signer("someone.else", b"\x01" * 32)
         return _line(s.name, s.key_id, s.sign_at(text, int(time.time())))
 
-    _, c = _rewritten(servers, tmp_path, log, other)
-    with c, pytest.raises(WitnessBadResponse, match="no line from the configured key"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, other, "no line from the configured key")
 
 
 def test_two_different_lines_from_one_key_rejected(
@@ -730,9 +735,7 @@ def test_two_different_lines_from_one_key_rejected(
             s.name, s.key_id, s.sign_at(text, now - 1)
         )
 
-    _, c = _rewritten(servers, tmp_path, log, twice)
-    with c, pytest.raises(WitnessBadResponse, match="does not verify"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, twice, "does not verify")
 
 
 WITNESS_SIGNER = CosignatureV1Signer("w.example", hashlib.sha256(b"w.example").digest())

@@ -913,6 +913,22 @@ def test_edge_15_compare_and_swap_concurrent_updates(backend: Backend) -> None:
     asyncio.run(main())
 
 
+def stall_at(
+    size: int,
+) -> tuple[threading.Event, threading.Event, Callable[[Cosigned | None, Cosigned], None]]:
+    """A ``before_cas`` hook that holds the swap to ``size``: it sets the first event once
+    there, then waits (10 s at most) for the second."""
+    stalled = threading.Event()
+    release = threading.Event()
+
+    def stall(expected: Cosigned | None, new: Cosigned) -> None:
+        if new.size == size:
+            stalled.set()
+            assert release.wait(10)
+
+    return stalled, release, stall
+
+
 def test_edge_15_rollback_race_between_processes(backend: Backend) -> None:
     """The spec's race: A (N -> N+5) is checked, then stalls before committing; B (N -> N+9)
     is checked, stored and cosigned; A then must not roll the witness back: 409 ``N+9``."""
@@ -922,15 +938,7 @@ def test_edge_15_rollback_race_between_processes(backend: Backend) -> None:
         stack, state, _, a, b = await two_servers(backend, FakeClock(), logs=[log])
         async with stack:
             assert (await fetch(a, "POST", "/add-checkpoint", log.request(0, 3))).status == 200
-            stalled = threading.Event()
-            release = threading.Event()
-
-            def stall(expected: Cosigned | None, new: Cosigned) -> None:
-                if new.size == 8:
-                    stalled.set()
-                    assert release.wait(10)
-
-            state.before_cas = stall
+            stalled, release, state.before_cas = stall_at(8)
             slow = asyncio.create_task(fetch(a, "POST", "/add-checkpoint", log.request(3, 8)))
             assert await asyncio.to_thread(stalled.wait, 10)
             fast = await fetch(b, "POST", "/add-checkpoint", log.request(3, 12))
@@ -953,15 +961,7 @@ def test_edge_15_rollback_race_within_one_process(backend: Backend) -> None:
     async def t(env: Env) -> None:
         log = env.add(Log().grow(12))
         assert (await env.post(log.request(0, 3))).status == 200
-        stalled = threading.Event()
-        release = threading.Event()
-
-        def stall(expected: Cosigned | None, new: Cosigned) -> None:
-            if new.size == 8:
-                stalled.set()
-                assert release.wait(10)
-
-        env.state.before_cas = stall
+        stalled, release, env.state.before_cas = stall_at(8)
         slow = asyncio.create_task(env.post(log.request(3, 8)))
         assert await asyncio.to_thread(stalled.wait, 10)
         fast = asyncio.create_task(env.post(log.request(3, 12)))
