@@ -48,6 +48,7 @@ import verifier.export as verifier_export
 from store.api import Append, JournalStore
 from store.export import export_store
 from store.open import init_store, open_store
+from tests import clirunner
 from tests.store.helpers import T0, FakeClock
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer
@@ -143,14 +144,9 @@ def cosign(store: JournalStore, note: bytes, ts: int, *witnesses: CosignatureV1S
 
 def store_cli_output(argv: list[str]) -> bytes:
     """Run ``tlog-store`` in-process and return what it wrote on standard output."""
-    out = io.TextIOWrapper(io.BytesIO())
-    with contextlib.redirect_stdout(out):
-        status = store_cli.main(argv)
+    status, out, _ = clirunner.call_main(store_cli.main, argv)
     assert status == 0
-    out.flush()
-    buffer = out.buffer
-    assert isinstance(buffer, io.BytesIO)
-    return buffer.getvalue()
+    return out
 
 
 def build(dir: Path) -> Journal:
