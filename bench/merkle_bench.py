@@ -34,6 +34,7 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 from bench import peers
+from bench.peer_merkle import time_ops  # the peer script's timer: both sides timed alike
 from tlog import merkle
 
 TITLE = "merkle"
@@ -128,41 +129,6 @@ def time_once(fn: Callable[[], T]) -> tuple[float, T]:
         if enabled:
             gc.enable()
     return elapsed, result
-
-
-def time_ops(
-    fn: Callable[[int], object], args: Sequence[int], reps: int, budget_s: float
-) -> tuple[float, int]:
-    """Best mean seconds per call of ``fn`` over up to ``reps`` passes over ``args``.
-
-    Stops early once ``budget_s`` is spent in total (a pass may then be partial); the clock is
-    read after every call, as some peers take a large part of a second per call, and that read
-    (well under 1 µs) is part of every figure on both sides. Returns the best mean and the
-    number of calls in that pass. Identical to the copy in peer_merkle.py,
-    so both sides are timed the same way.
-    """
-    best, best_ops, spent = math.inf, 0, 0.0
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(reps):
-            n = 0
-            start = perf_counter()
-            for a in args:
-                fn(a)
-                n += 1
-                if spent + perf_counter() - start > budget_s:
-                    break
-            elapsed = perf_counter() - start
-            spent += elapsed
-            if n and elapsed / n < best:
-                best, best_ops = elapsed / n, n
-            if spent > budget_s:
-                break
-    finally:
-        if enabled:
-            gc.enable()
-    return best, best_ops
 
 
 def fmt_time(seconds: float) -> str:

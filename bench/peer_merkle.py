@@ -1,8 +1,9 @@
 """Times the peer Merkle-tree libraries. Run INSIDE ``.venv-peers`` by :mod:`bench.merkle_bench`.
 
-Never imported by the project: it needs Python >= 3.12 with aics-tlog and pymerkle installed,
-and only the standard library besides (the peers are loaded with :func:`importlib.import_module`
-so that type checking this file does not need them).
+Run, it needs Python >= 3.12 with aics-tlog and pymerkle installed, and only the standard
+library besides (the peers are loaded with :func:`importlib.import_module` so that type
+checking this file does not need them). The project imports only its timer,
+:func:`time_ops`, into :mod:`bench.merkle_bench`, so that both sides are timed by one copy.
 
 Input, one JSON object on stdin::
 
@@ -57,7 +58,8 @@ def time_ops(
     Stops early once ``budget_s`` is spent in total (a pass may then be partial); the clock is
     read after every call, as some peers take a large part of a second per call, and that read
     (well under 1 µs) is part of every figure on both sides. Returns the best mean and the
-    number of calls in that pass. Identical to the copy in merkle_bench.
+    number of calls in that pass. bench/merkle_bench.py imports this one, so that both sides
+    are timed by the same code.
     """
     best, best_ops, spent = math.inf, 0, 0.0
     enabled = gc.isenabled()
@@ -212,27 +214,19 @@ def _pymerkle_variants() -> list[Variant]:
             ok_c = False
         return f"pymerkle verify_inclusion: {ok_i}, verify_consistency: {ok_c}"
 
+    builds = (("InmemoryTree", inmem_build), ("SqliteTree(':memory:')", sqlite_build))
     return [
         Variant(
-            name=f"pymerkle {pymerkle.__version__} InmemoryTree",
-            build=inmem_build,
+            name=f"pymerkle {pymerkle.__version__} {kind}",
+            build=build,
             root=lambda tree: bytes(tree.get_root()),
             inclusion=incl,
             consistency=cons,
             rfc_inclusion=rfc_incl,
             rfc_consistency=lambda proof: None,
             self_check=check,
-        ),
-        Variant(
-            name=f"pymerkle {pymerkle.__version__} SqliteTree(':memory:')",
-            build=sqlite_build,
-            root=lambda tree: bytes(tree.get_root()),
-            inclusion=incl,
-            consistency=cons,
-            rfc_inclusion=rfc_incl,
-            rfc_consistency=lambda proof: None,
-            self_check=check,
-        ),
+        )
+        for kind, build in builds
     ]
 
 

@@ -117,16 +117,10 @@ def _installed(python: Path, names: Sequence[str]) -> dict[str, str | None]:
         "        out[n] = None\n"
         "print(json.dumps(out))\n"
     )
-    done = subprocess.run(
-        [str(python), "-I", "-c", script, *names],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    out = _run_or_raise(
+        [str(python), "-I", "-c", script, *names], 60, f"cannot list packages in {PEER_VENV}"
     )
-    if done.returncode != 0:
-        raise PeerUnavailable(f"cannot list packages in {PEER_VENV}: {_tail(done.stderr)}")
-    result: dict[str, str | None] = json.loads(done.stdout)
+    result: dict[str, str | None] = json.loads(out)
     return result
 
 
@@ -148,6 +142,15 @@ def _missing(installed: dict[str, str | None], requirements: Sequence[str]) -> l
 def _tail(text: str, lines: int = 3) -> str:
     kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
     return " | ".join(kept) if kept else "(no output)"
+
+
+def _run_or_raise(argv: Sequence[str], timeout: float, failed: str) -> str:
+    """Run ``argv`` (text, output captured, at most ``timeout`` seconds); its standard output.
+    A non-zero status raises :class:`PeerUnavailable`: ``failed``, then the tail of stderr."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise PeerUnavailable(f"{failed}: {_tail(done.stderr)}")
+    return done.stdout
 
 
 def ensure_peer_env(
@@ -174,15 +177,7 @@ def ensure_peer_env(
             )
         base, base_version = found
         log(f"creating {venv} with {base} (Python {base_version})")
-        done = subprocess.run(
-            [base, "-m", "venv", str(venv)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise PeerUnavailable(f"{base} -m venv failed: {_tail(done.stderr)}")
+        _run_or_raise([base, "-m", "venv", str(venv)], 300, f"{base} -m venv failed")
         version = probe_interpreter(python)
         if version is None:
             raise PeerUnavailable(f"the new virtualenv's python {python} does not run")
@@ -190,23 +185,8 @@ def ensure_peer_env(
     missing = _missing(_installed(python, names), requirements)
     if missing:
         log(f"pip install {' '.join(missing)} into {venv}")
-        done = subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                *missing,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise PeerUnavailable(f"pip install {' '.join(missing)} failed: {_tail(done.stderr)}")
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        _run_or_raise([*pip, *missing], 1200, f"pip install {' '.join(missing)} failed")
     installed = _installed(python, names)
     still = _missing(installed, requirements)
     if still:

@@ -149,32 +149,22 @@ class Config:
     seed: int = 20240229
 
 
-FULL = Config(
-    appends={1: 2_000, 10: 10_000, 100: 20_000},
-    append_runs=5,
-    sizes=(10_000, 100_000, TARGET_SIZE),
-    samples=1_000,
-    sign_new=200,
-    warmup=20,
-    check_runs=2_000,
-    pg_build_budget_s=120.0,
-    peer_proof_budget_s=60.0,
-    peer_uncached_budget_s=8.0,
-    peer_timeout_s=1800.0,
-)
-QUICK = Config(
-    appends={1: 100, 10: 500, 100: 2_000},
-    append_runs=3,
-    sizes=(500, 5_000, 25_000),
-    samples=200,
-    sign_new=20,
-    warmup=10,
-    check_runs=500,
-    pg_build_budget_s=20.0,
-    peer_proof_budget_s=5.0,
-    peer_uncached_budget_s=1.0,
-    peer_timeout_s=300.0,
-)
+_SETTINGS: dict[str, tuple[Any, Any]] = {
+    # Config field: (the full run's value, the quick run's), side by side.
+    "appends": ({1: 2_000, 10: 10_000, 100: 20_000}, {1: 100, 10: 500, 100: 2_000}),
+    "append_runs": (5, 3),
+    "sizes": ((10_000, 100_000, TARGET_SIZE), (500, 5_000, 25_000)),
+    "samples": (1_000, 200),
+    "sign_new": (200, 20),
+    "warmup": (20, 10),
+    "check_runs": (2_000, 500),
+    "pg_build_budget_s": (120.0, 20.0),
+    "peer_proof_budget_s": (60.0, 5.0),
+    "peer_uncached_budget_s": (8.0, 1.0),
+    "peer_timeout_s": (1800.0, 300.0),
+}
+FULL = Config(**{name: full for name, (full, _) in _SETTINGS.items()})
+QUICK = Config(**{name: quick for name, (_, quick) in _SETTINGS.items()})
 
 
 def _log(message: str) -> None:

@@ -1030,16 +1030,8 @@ def _run_ours(
         ready_prefix=b"listening on ",
         witness_vkeys=lambda lines: [x[len("vkey ") :] for x in lines if x.startswith("vkey ")],
     )
-    if info.get("final_sizes"):
-        result.notes.append(
-            _durable_note(
-                label,
-                _stored_sizes_ours(sub / "witness.db", workload.origins),
-                info["final_sizes"],
-            )
-        )
-    _note_steps(result, info, c)
-    return result
+    stored = functools.partial(_stored_sizes_ours, sub / "witness.db", workload.origins)
+    return _finish(result, info, c, label, stored)
 
 
 def _run_peer(
@@ -1081,16 +1073,10 @@ def _run_peer(
             f"{env.python.parent.parent.name} (ours on Python {platform.python_version()}); "
             f"its witness vkey {ready.get('vkey')}",
         )
-    if info.get("final_sizes") and (sub / "witness.db").exists():
-        result.notes.append(
-            _durable_note(
-                label,
-                _stored_sizes_peer(sub / "witness.db", workload.origins),
-                info["final_sizes"],
-            )
-        )
-    _note_steps(result, info, c)
-    return result
+    if not (sub / "witness.db").exists():
+        return _finish(result, info, c, label, None)
+    stored = functools.partial(_stored_sizes_peer, sub / "witness.db", workload.origins)
+    return _finish(result, info, c, label, stored)
 
 
 def _machine_state(directory: Path, commits: int = 200) -> str:
@@ -1118,6 +1104,21 @@ def _machine_state(directory: Path, commits: int = 200) -> str:
         f"load average {load}; SQLite commit with fsync p50 "
         f"{fmt_time(_nearest_rank(times, 0.5))}, p99 {fmt_time(_nearest_rank(times, 0.99))}"
     )
+
+
+def _finish(
+    result: ServerRun,
+    info: dict[str, Any],
+    c: Config,
+    label: str,
+    stored: Callable[[], list[int | None]] | None,
+) -> ServerRun:
+    """Add the run's notes to ``result``: the durability check (the sizes ``stored`` reads back
+    against the final sizes the client saw; none without a database to read) and the steps."""
+    if info.get("final_sizes") and stored is not None:
+        result.notes.append(_durable_note(label, stored(), info["final_sizes"]))
+    _note_steps(result, info, c)
+    return result
 
 
 def _note_steps(result: ServerRun, info: dict[str, Any], c: Config) -> None:

@@ -1,4 +1,5 @@
-"""The import directions between the packages (issue 11's layering, as far as it holds today).
+"""The import directions between the packages (issue 11's layering, as far as it holds today;
+tlog holds the formats of docs/formats.md).
 
 ``tlog`` is the formats: the standard library and its crypto and JSON dependencies only.
 ``verifier`` checks offline: no database code, no store, no witness. ``witness`` may use the

@@ -1,6 +1,7 @@
-"""Interop vectors for checkpoints (tlog.checkpoint over tlog.note).
+"""Interop vectors for checkpoints (tlog.checkpoint over tlog.note; C2SP tlog-checkpoint,
+https://c2sp.org/tlog-checkpoint).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * sum.golang.org — three real Go checksum database checkpoints and the log's key;
 * transparency-dev-formats/checkpoint_parse_vectors.json and checkpoint_signature_policy.json;
@@ -14,7 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA, b64, load
 from tlog.checkpoint import Checkpoint, SignedCheckpoint, open_checkpoint, origin_of
 from tlog.errors import (
     InvalidSignatureError,
@@ -32,25 +33,7 @@ from tlog.errors import (
 )
 from tlog.keys import UnsupportedKeyError, parse_signer_key, parse_vkey
 from tlog.merkle import leaf_hash, verify_inclusion
-from tlog.note import (
-    Ed25519Signer,
-    Ed25519Verifier,
-    Verifier,
-    open_note,
-    parse_note,
-    sign_note,
-)
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
-
-
-def b64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
+from tlog.note import Ed25519Signer, Ed25519Verifier, Verifier, open_note, parse_note, sign_note
 
 # --- sum.golang.org --------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""Interop vectors for cosignatures and signature lines (tlog.cosignature, tlog.note, tlog.keys).
+"""Interop vectors for cosignatures and signature lines (tlog.cosignature, tlog.note, tlog.keys;
+C2SP tlog-cosignature, https://c2sp.org/tlog-cosignature).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * sigsum-go/checkpoint_vectors.json — a Sigsum checkpoint and a cosignature/v1 line that are
   reproduced byte for byte, tamper variants, signature-line parse cases, vkeys;
@@ -11,15 +12,13 @@ Sources (provenance and verdicts in each folder's README.md under testdata/):
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.vectors import b64, load
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import (
     CosignatureV1Signer,
@@ -46,17 +45,6 @@ from tlog.note import (
     parse_signature_line,
     sign_note,
 )
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
-
-
-def b64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
 
 # --- sigsum-go/checkpoint_vectors.json -------------------------------------------------------
 

@@ -1,27 +1,18 @@
 """Interop vectors for Ed25519 verification edge cases (tlog.note.ed25519_verify).
 
-Source: cctv/ed25519vectors.json (C2SP/CCTV, 914 vectors: low-order and non-canonical points),
-with derived/cctv_ed25519_go_verdicts.json, Go crypto/ed25519's verdict on each. A witness and a
-verifier must agree on which notes verify, so our verdict must be exactly Go's.
+Source: cctv/ed25519vectors.json (C2SP/CCTV, 914 vectors: low-order and non-canonical points), with
+derived/cctv_ed25519_go_verdicts.json (testdata/cctv/README.md, testdata/derived/README.md), Go
+crypto/ed25519's verdict on each. A witness and a verifier must agree on which notes verify, so our
+verdict must be exactly Go's.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import nacl.signing
 import pytest
 
+from tests.vectors import load
 from tlog.note import Ed25519Verifier, ed25519_verify
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
-
 
 VECTORS = load("cctv/ed25519vectors.json")
 GO = load("derived/cctv_ed25519_go_verdicts.json")["data"]

@@ -1,6 +1,7 @@
-"""Interop vectors for RFC 6962 Merkle trees and proofs (tlog.merkle).
+"""Interop vectors for RFC 6962 Merkle trees and proofs (tlog.merkle;
+https://www.rfc-editor.org/rfc/rfc6962).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * transparency-dev-merkle/testdata/{inclusion,consistency} — the 98 + 98 proof files of
   transparency-dev/merkle, each with ``wantErr``;
@@ -16,13 +17,13 @@ RFC 6962 logs and are not copied.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.vectors import TESTDATA, b64
 from tlog.errors import MalformedError, ProofError
 from tlog.merkle import (
     EMPTY_ROOT,
@@ -40,17 +41,11 @@ from tlog.merkle import (
     verify_witness_consistency,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 MERKLE = TESTDATA / "transparency-dev-merkle"
 
 
 def load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def b64(text: str) -> bytes:
-    # Go's encoding/json form of []byte: standard padded base64.
-    return base64.b64decode(text, validate=True)
 
 
 def proof_of(v: dict[str, Any]) -> list[bytes]:

@@ -1,6 +1,7 @@
-"""Interop vectors from witnesses, at the note and proof level (tlog.note, tlog.merkle).
+"""Interop vectors from witnesses, at the note and proof level (tlog.note, tlog.merkle; C2SP
+tlog-witness, https://c2sp.org/tlog-witness).
 
-Sources (provenance and verdicts in each folder's README.md under testdata/):
+Sources (testdata/README.md; provenance and verdicts in each folder's README.md):
 
 * torchwood/litewitness_conversation.json — nine add-checkpoint requests to litewitness, with
   the HTTP status it answers;
@@ -18,12 +19,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.vectors import TESTDATA, load
 from tlog.checkpoint import SignedCheckpoint, open_checkpoint, origin_of
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import parse_decimal, parse_hash
@@ -37,12 +36,6 @@ from tlog.errors import (
 from tlog.keys import UnsupportedKeyError, cosigner_from_vkey, parse_signer_key, parse_vkey
 from tlog.merkle import root, verify_witness_consistency
 from tlog.note import Ed25519Verifier, Signature, open_note
-
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
-
-
-def load(rel: str) -> Any:
-    return json.loads((TESTDATA / rel).read_text(encoding="utf-8"))
 
 
 def split_request(body: str) -> tuple[int, list[bytes], bytes]:
@@ -72,17 +65,8 @@ def test_litewitness_log_key() -> None:
     v = conversation_log()
     assert CONV["origin"] == "sigsum.org/v1/tree/" + hashlib.sha256(LOG_KEY).hexdigest()
     assert f"{v.key_id:08x}" == "5202289b"
-    assert [s["want_status"] for s in CONV["steps"]] == [
-        200,
-        403,
-        403,
-        422,
-        422,
-        200,
-        409,
-        200,
-        409,
-    ]
+    theirs = [200, 403, 403, 422, 422, 200, 409, 200, 409]  # litewitness's statuses
+    assert [s["want_status"] for s in CONV["steps"]] == theirs
 
 
 def open_step(note: bytes) -> SignedCheckpoint:

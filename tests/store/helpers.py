@@ -1,4 +1,4 @@
-"""Helpers for the journal-store conformance battery (tests/test_store_conformance.py).
+"""Helpers for the journal-store conformance battery (tests/store/test_conformance.py).
 
 * :class:`FakeClock`: a controllable store clock (whole seconds), so that lease expiry is
   reached by ``advance`` instead of by sleeping.

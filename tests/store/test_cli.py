@@ -4,14 +4,13 @@ The main flows run the command as a real subprocess (``python -m store.cli``), a
 on SQLite and once on PostgreSQL; the many error cases call :func:`store.cli.main` in-process,
 with standard input and output swapped for byte buffers. Chain hashes and Merkle roots are
 recomputed here with hashlib, so that the tests are an oracle for the command's output, and
-every proof the command writes is verified with tlog.proof.verify_proof.
+every proof the command writes is verified with tlog.proof.verify_proof. The command is
+described in docs/embedder-guide.md; its proofs are C2SP tlog-proof (https://c2sp.org/tlog-proof).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
 import sqlite3
@@ -25,19 +24,12 @@ from typing import Any, Protocol
 import pytest
 
 import store.cli
+from store import errors
 from store.cli import main
-from store.errors import (
-    BackendError,
-    CommitUnknownError,
-    CorruptError,
-    DuplicateEffectError,
-    FencedError,
-    LeaseHeldError,
-    LeaseNotHeldError,
-    RunSealedError,
-)
 from store.export import RestoreError
 from store.open import open_store
+from tests import clirunner
+from tests.oracles import b64, mth, sha
 from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.errors import MalformedError, ProofError, UsageError
@@ -60,14 +52,6 @@ class PostgresSchemaLike(Protocol):
 # --- oracles ---------------------------------------------------------------------------------
 
 
-def sha(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def unb64(text: str | bytes) -> bytes:
     return base64.b64decode(text, validate=True)
 
@@ -75,19 +59,6 @@ def unb64(text: str | bytes) -> bytes:
 def leaf(head: bytes) -> bytes:
     """RFC 6962 leaf hash of a sealed run's head, by the definition."""
     return sha(b"\x00" + head)
-
-
-def mth(leaves: Sequence[bytes]) -> bytes:
-    """RFC 6962 MTH over leaf hashes, by the recursive definition."""
-    n = len(leaves)
-    if n == 0:
-        return sha(b"")
-    if n == 1:
-        return leaves[0]
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return sha(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
 
 
 def check_chain(lines: Sequence[bytes], run: str) -> bytes:
@@ -108,42 +79,24 @@ def check_chain(lines: Sequence[bytes], run: str) -> bytes:
 # --- running the command ---------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No TLOG_STORE_* variable from the caller's shell leaks into a test."""
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+_clean_env = clirunner.clean_env_fixture(ENV_VARS)
+"""No TLOG_STORE_* variable from the caller's shell leaks into a test."""
 
 
-def run(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, bytes, str]:
+def run(argv: Sequence[str], stdin: bytes = b"") -> clirunner.Result:
     """Call main(argv) in-process: (status, stdout bytes, stderr text)."""
-    out, err = io.BytesIO(), io.BytesIO()
-    saved = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8")
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8")
-    try:
-        code = main(list(argv))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return code, out.getvalue(), err.getvalue().decode("utf-8")
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
+    return clirunner.call_main(main, argv, stdin)
 
 
 def ok(argv: Sequence[str], stdin: bytes = b"") -> bytes:
-    code, out, err = run(argv, stdin)
-    assert (code, err) == (0, ""), err
-    return out
+    return clirunner.expect_ok(run(argv, stdin))
 
 
 def fails(argv: Sequence[str], status: int, stdin: bytes = b"") -> str:
     """Run; expect ``status``, one 'tlog-store: VERB: ' line on stderr, nothing on stdout."""
-    code, out, err = run(argv, stdin)
-    assert code == status, (code, err)
-    assert out == b""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith("tlog-store: "), err
+    result = run(argv, stdin)
+    err = clirunner.one_error_line(result, status, "tlog-store: ")
+    assert result.out == b""
     verb = next((a for a in argv if not a.startswith("-")), None)
     if verb in store.cli._VERBS:
         assert err.startswith(f"tlog-store: {verb}: "), err
@@ -154,15 +107,8 @@ def cli(
     *args: str, stdin: bytes = b"", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m store.cli`` as a subprocess, without TLOG_STORE_* variables."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    return subprocess.run(
-        [sys.executable, "-m", "store.cli", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-        check=False,
+    return clirunner.run_module(
+        "store.cli", *args, stdin=stdin, cwd=cwd, env=clirunner.command_env(ENV_VARS)
     )
 
 
@@ -174,13 +120,7 @@ def cli_ok(*args: str, stdin: bytes = b"") -> bytes:
 
 
 def assert_one_error_line(proc: subprocess.CompletedProcess[bytes], status: int) -> str:
-    err = proc.stderr.decode("utf-8")
-    assert proc.returncode == status, err
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    assert err.startswith("tlog-store: ")
-    assert proc.stdout == b""
-    return err
+    return clirunner.assert_one_error_line(proc, status, "tlog-store: ")
 
 
 def kv(out: bytes) -> dict[str, str]:
@@ -1238,20 +1178,20 @@ class _RaisingStore:
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (CorruptError("hash does not cover the stored body", "r", 3), 1),
+        (errors.CorruptError("hash does not cover the stored body", "r", 3), 1),
         (ProofError("inclusion proof does not lead to the root"), 1),
         (RestoreError(7, "the store did not rebuild record 2", "r", 2), 1),
         (MalformedError("bad"), 2),
         (UsageError("bad"), 2),
         (PermissionError(13, "Permission denied", "/x"), 2),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), 2),
-        (FencedError("r", 1, 2), 3),
-        (LeaseHeldError("r", "o", 1, 30), 3),
-        (LeaseNotHeldError("r", "o", 1), 3),
-        (DuplicateEffectError("r", "k"), 3),
-        (RunSealedError("r", "ok"), 3),
-        (BackendError("database is locked"), 4),
-        (CommitUnknownError("connection lost during COMMIT"), 4),
+        (errors.FencedError("r", 1, 2), 3),
+        (errors.LeaseHeldError("r", "o", 1, 30), 3),
+        (errors.LeaseNotHeldError("r", "o", 1), 3),
+        (errors.DuplicateEffectError("r", "k"), 3),
+        (errors.RunSealedError("r", "ok"), 3),
+        (errors.BackendError("database is locked"), 4),
+        (errors.CommitUnknownError("connection lost during COMMIT"), 4),
     ],
 )
 def test_exit_status_mapping(
@@ -1261,7 +1201,7 @@ def test_exit_status_mapping(
     path.write_bytes(b"")
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
     err = fails(["head", "r", "--db", str(path)], status)
-    if isinstance(error, CommitUnknownError):
+    if isinstance(error, errors.CommitUnknownError):
         assert "may or may not have been written" in err
     if isinstance(error, OSError):
         assert err == "tlog-store: head: /x: Permission denied\n"
@@ -1272,7 +1212,7 @@ def test_multiline_messages_stay_on_one_line(
 ) -> None:
     path = tmp_path / "j.db"
     path.write_bytes(b"")
-    error = BackendError("line one\nline two\r")
+    error = errors.BackendError("line one\nline two\r")
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
     assert (
         fails(["head", "r", "--db", str(path)], 4) == "tlog-store: head: line one\\nline two\\r\n"

@@ -2,12 +2,12 @@
 
 Every test takes the ``backend`` fixture (conftest.py), so each runs once on SQLite and once on
 PostgreSQL: "one battery, so a PostgreSQL-shaped mistake cannot hide behind a SQLite-shaped test
-suite". The checks are the guarantees of :mod:`store.api` and of the seeds digest §4.2 (the
-upstream battery, without admission keys and waiting runs, which our contract does not have) and
-§4.3 (the further checks the seed comments call for), grouped by invariant.
+suite". The checks are the guarantees of :mod:`store.api` (docs/embedder-guide.md) and of the
+upstream journal store's battery (without admission keys and waiting runs, which our contract
+does not have) and the further checks its comments call for, grouped by invariant.
 
-Time is a :class:`~store_helpers.FakeClock` handed to ``open_store``: lease expiry is reached by
-``clock.advance`` instead of sleeping. One test uses the default clock with a 1 s lease, to show
+Time is a :class:`~tests.store.helpers.FakeClock` handed to ``open_store``: lease expiry is reached
+by ``clock.advance`` instead of sleeping. One test uses the default clock with a 1 s lease, to show
 that it works too.
 
 Oracles are independent of the store: record hashes are recomputed with
@@ -40,15 +40,8 @@ from typing import Any
 
 import pytest
 
+from store import errors
 from store.api import Append, Cancellation, Head, JournalStore, Lease, Seal
-from store.errors import (
-    CorruptError,
-    DuplicateEffectError,
-    FencedError,
-    LeaseHeldError,
-    LeaseNotHeldError,
-    RunSealedError,
-)
 from tests.store.helpers import (
     ORIGIN,
     T0,
@@ -322,7 +315,7 @@ def test_a_second_start_for_one_effect_is_rejected(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", LEASE)
     store.append(lease.epoch, [started("run-a", "k")])
     head = store.head("run-a")
-    with pytest.raises(DuplicateEffectError) as e:
+    with pytest.raises(errors.DuplicateEffectError) as e:
         store.append(lease.epoch, [started("run-a", "k")])
     assert (e.value.run, e.value.effect_key) == ("run-a", "k")
     assert store.head("run-a") == head
@@ -340,7 +333,7 @@ def test_the_same_effect_key_in_another_run_is_allowed(store: JournalStore) -> N
 
 def test_a_duplicate_start_inside_one_batch_writes_nothing(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", LEASE)
-    with pytest.raises(DuplicateEffectError) as e:
+    with pytest.raises(errors.DuplicateEffectError) as e:
         store.append(lease.epoch, [note("run-a"), started("run-a", "k"), started("run-a", "k")])
     assert e.value.effect_key == "k"
     assert store.head("run-a") == Head.genesis()
@@ -377,7 +370,7 @@ def test_a_stale_epoch_is_fenced(store: JournalStore, clock: FakeClock) -> None:
     b = store.acquire("run-a", "bob", LEASE)
     assert b.epoch > a.epoch
     head = store.head("run-a")
-    with pytest.raises(FencedError) as e:
+    with pytest.raises(errors.FencedError) as e:
         store.append(a.epoch, [note("run-a")])
     assert (e.value.run, e.value.held, e.value.current) == ("run-a", a.epoch, b.epoch)
     assert store.head("run-a") == head
@@ -388,7 +381,7 @@ def test_a_stale_epoch_is_fenced(store: JournalStore, clock: FakeClock) -> None:
 
 def test_a_fabricated_future_epoch_is_fenced(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", LEASE)
-    with pytest.raises(FencedError) as e:
+    with pytest.raises(errors.FencedError) as e:
         store.append(lease.epoch + 1, [note("run-a")])
     assert (e.value.held, e.value.current) == (lease.epoch + 1, lease.epoch)
     assert store.head("run-a") == Head.genesis()
@@ -400,7 +393,7 @@ def test_an_expired_lease_still_fences_by_its_epoch(store: JournalStore, clock: 
     a = store.acquire("run-a", "alice", 1)
     clock.advance(5)
     store.append(a.epoch, [note("run-a")])
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch + 1, [note("run-a")])
     assert store.head("run-a").seq == 1
 
@@ -408,7 +401,7 @@ def test_an_expired_lease_still_fences_by_its_epoch(store: JournalStore, clock: 
 def test_a_live_lease_is_not_stolen(store: JournalStore, clock: FakeClock) -> None:
     a = store.acquire("run-a", "alice", 10)
     clock.advance(3)
-    with pytest.raises(LeaseHeldError) as e:
+    with pytest.raises(errors.LeaseHeldError) as e:
         store.acquire("run-a", "bob", LEASE)
     assert (e.value.run, e.value.owner, e.value.epoch, e.value.remaining) == (
         "run-a",
@@ -430,14 +423,14 @@ def test_a_takeover_advances_the_epoch(store: JournalStore, clock: FakeClock) ->
 
 def test_acquire_claims_and_never_renews(store: JournalStore, clock: FakeClock) -> None:
     a = store.acquire("run-a", "alice", 10)
-    with pytest.raises(LeaseHeldError) as e:
+    with pytest.raises(errors.LeaseHeldError) as e:
         store.acquire("run-a", "alice", 10)
     assert (e.value.owner, e.value.epoch) == ("alice", a.epoch)
     # Taking back one's own expired lease is a claim too: it bumps, fencing the old epoch.
     clock.advance(10)
     again = store.acquire("run-a", "alice", 10)
     assert again.epoch > a.epoch
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch, [note("run-a")])
     store.append(again.epoch, [note("run-a")])
 
@@ -448,16 +441,16 @@ def test_a_renewal_extends_only_what_is_still_held(store: JournalStore, clock: F
     renewed = store.renew("run-a", "alice", a.epoch, 10)
     assert renewed == Lease("run-a", "alice", a.epoch, T0 + 14)
     clock.advance(6)  # the original expiry has passed; the renewed one has not
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", LEASE)
     store.append(a.epoch, [note("run-a")])  # the epoch is kept: no self-fencing
-    with pytest.raises(LeaseNotHeldError) as e:
+    with pytest.raises(errors.LeaseNotHeldError) as e:
         store.renew("run-a", "bob", a.epoch, 10)
     assert (e.value.run, e.value.owner, e.value.epoch) == ("run-a", "bob", a.epoch)
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", a.epoch + 1, 10)
     store.release("run-a", a.epoch)
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", a.epoch, 10)
     clock.advance(100)
     assert "run-a" not in store.abandoned_runs(100)
@@ -469,12 +462,12 @@ def test_a_refused_renewal_writes_nothing(store: JournalStore, clock: FakeClock)
     a = store.acquire("run-a", "alice", 10)
     clock.advance(5)
     for owner, epoch in (("bob", a.epoch), ("alice", a.epoch + 1)):
-        with pytest.raises(LeaseNotHeldError):
+        with pytest.raises(errors.LeaseNotHeldError):
             store.renew("run-a", owner, epoch, 1000)
     with pytest.raises(INVALID):
         store.renew("run-a", "alice", a.epoch, 0)
     clock.advance(5)  # now == expires_at: expired (inclusive), and renew never reclaims
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", a.epoch, 1000)
     # None of the refusals extended, reclaimed or bumped the lease (a claim bumps by one).
     b = store.acquire("run-a", "bob", LEASE)
@@ -482,7 +475,7 @@ def test_a_refused_renewal_writes_nothing(store: JournalStore, clock: FakeClock)
 
 
 def test_renewing_a_run_without_a_lease_is_refused(store: JournalStore) -> None:
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", 1, 10)
     assert store.abandoned_runs(10) == []
     assert store.acquire("run-a", "alice", 10).epoch == 1
@@ -491,7 +484,7 @@ def test_renewing_a_run_without_a_lease_is_refused(store: JournalStore) -> None:
 def test_a_stale_epoch_cannot_seal(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", LEASE)
     store.append(lease.epoch, [note("run-a")])
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.seal("run-a", lease.epoch + 7, "succeeded")
     assert store.sealed("run-a") is None
     assert store.checkpoint().size == 0
@@ -505,7 +498,7 @@ def test_a_released_lease_is_free_at_once(store: JournalStore) -> None:
     b = store.acquire("run-a", "bob", LEASE)  # no waiting for the expiry
     assert b.epoch > a.epoch
     store.release("run-a", a.epoch)  # a second release of the old epoch: no error, no effect
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "carol", LEASE)
     store.release("run-a", b.epoch)
     store.release("run-a", b.epoch)  # idempotent
@@ -526,7 +519,7 @@ def test_a_lease_starts_past_every_epoch_the_history_records(store: JournalStore
     lease = store.acquire("run-a", "alice", LEASE)
     assert lease.epoch == 8
     for old in (3, 7):
-        with pytest.raises(FencedError):
+        with pytest.raises(errors.FencedError):
             store.append(old, [note("run-a")])
 
 
@@ -535,7 +528,7 @@ def test_a_release_does_not_forget_the_epoch(store: JournalStore, clock: FakeClo
     clock.advance(1)
     b = store.acquire("run-a", "bob", LEASE)
     store.release("run-a", b.epoch)
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch, [note("run-a")])
     c = store.acquire("run-a", "carol", LEASE)
     assert c.epoch > b.epoch > a.epoch
@@ -548,7 +541,7 @@ def test_a_fenced_caller_cannot_release_the_new_owners_lease(
     clock.advance(1)
     b = store.acquire("run-a", "bob", LEASE)
     store.release("run-a", a.epoch)  # returns without error, does nothing
-    with pytest.raises(LeaseHeldError) as e:
+    with pytest.raises(errors.LeaseHeldError) as e:
         store.acquire("run-a", "carol", LEASE)
     assert (e.value.owner, e.value.epoch) == ("bob", b.epoch)
     store.append(b.epoch, [note("run-a")])
@@ -558,13 +551,13 @@ def test_the_expiry_boundary_is_inclusive(store: JournalStore, clock: FakeClock)
     a = store.acquire("run-a", "alice", 10)
     assert a.expires_at == T0 + 10
     clock.advance(9)
-    with pytest.raises(LeaseHeldError) as e:
+    with pytest.raises(errors.LeaseHeldError) as e:
         store.acquire("run-a", "bob", LEASE)
     assert e.value.remaining == 1
     assert store.abandoned_runs(10) == []
     clock.advance(1)  # now == expires_at: already expired
     assert store.abandoned_runs(10) == ["run-a"]
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", a.epoch, 10)
     b = store.acquire("run-a", "bob", LEASE)
     assert b.epoch > a.epoch
@@ -592,7 +585,7 @@ def test_a_bad_ttl_is_refused(store: JournalStore, clock: FakeClock, ttl: Any) -
 def test_the_largest_ttl_that_fits_is_accepted(store: JournalStore) -> None:
     lease = store.acquire("run-a", "alice", MAX_INT63 - T0)
     assert lease.expires_at == MAX_INT63
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", 1)
 
 
@@ -603,7 +596,7 @@ def test_the_default_clock_expires_leases(stores: StoreFactory) -> None:
         time.sleep(0.05)
     a = s.acquire("run-a", "alice", 1)
     assert abs(a.expires_at - (int(time.time()) + 1)) <= 1
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         s.acquire("run-a", "bob", 1)
     deadline = time.monotonic() + 3
     while True:
@@ -611,7 +604,7 @@ def test_the_default_clock_expires_leases(stores: StoreFactory) -> None:
         try:
             b = s.acquire("run-a", "bob", 1)
             break
-        except LeaseHeldError:
+        except errors.LeaseHeldError:
             if time.monotonic() > deadline:
                 raise
     assert b.epoch > a.epoch
@@ -659,7 +652,7 @@ def test_a_rejected_batch_writes_nothing(
         started("run-a", "k2"),
         _bad_tail(failure),
     ]
-    with pytest.raises(DuplicateEffectError if failure == "duplicate" else INVALID):
+    with pytest.raises(errors.DuplicateEffectError if failure == "duplicate" else INVALID):
         store.append(lease.epoch, batch)
     # No records, no case rows, no outcome row, no activity, no effect key.
     assert store.read("run-a") == before
@@ -738,10 +731,10 @@ def test_a_sealed_run_refuses_appends(store: JournalStore) -> None:
     s = store.seal("run-a", lease.epoch, "succeeded")
     head = store.head("run-a")
     assert s.head == head.hash
-    with pytest.raises(RunSealedError) as e:
+    with pytest.raises(errors.RunSealedError) as e:
         store.append(lease.epoch, [note("run-a")])
     assert (e.value.run, e.value.outcome) == ("run-a", "succeeded")
-    with pytest.raises(RunSealedError):
+    with pytest.raises(errors.RunSealedError):
         store.append(lease.epoch, [started("run-a", "k"), note("run-a")])
     assert store.head("run-a") == head
     assert store.verify("run-a") == s.head
@@ -751,13 +744,13 @@ def test_the_fence_is_checked_before_the_seal(store: JournalStore) -> None:
     a = store.acquire("run-a", "alice", LEASE)
     store.append(a.epoch, [note("run-a")])
     store.seal("run-a", a.epoch, "succeeded")
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch + 1, [note("run-a")])
     store.release("run-a", a.epoch)
     b = store.acquire("run-a", "bob", LEASE)
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch, [note("run-a")])
-    with pytest.raises(RunSealedError):
+    with pytest.raises(errors.RunSealedError):
         store.append(b.epoch, [note("run-a")])
 
 
@@ -777,7 +770,7 @@ def test_a_reseal_changes_nothing(store: JournalStore) -> None:
     # A re-seal is fenced like a seal.
     store.release("run-a", a.epoch)
     b = store.acquire("run-a", "bob", LEASE)
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.seal("run-a", a.epoch, "succeeded")
     assert store.seal("run-a", b.epoch, "failed") == s
     assert store.checkpoint() == cp
@@ -801,7 +794,7 @@ def test_a_seal_keeps_the_lease_and_the_outcome_index(store: JournalStore) -> No
     lease = store.acquire("run-a", "alice", LEASE)
     store.append(lease.epoch, [note("run-a")])
     store.seal("run-a", lease.epoch, "succeeded")
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", LEASE)
     # The outcome index is written by appends of RunConcluded records, never by seal.
     assert store.count_by_outcome("succeeded") == 0
@@ -1171,7 +1164,7 @@ def test_a_stop_request_needs_no_lease(store: JournalStore) -> None:
     assert store.cancellation("run-b") is None
     assert store.request_cancel("run-never-written", "operator", "pre-emptive") is True
     # The request touched neither the lease nor the chain.
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", LEASE)
     store.append(lease.epoch, [note("run-a")])
     assert store.head("run-a").seq == 1
@@ -1253,9 +1246,9 @@ def test_a_refused_renewal_does_not_make_a_run_abandoned(
 ) -> None:
     a = store.acquire("run-a", "alice", 5)
     store.release("run-a", a.epoch)
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-a", "alice", a.epoch, 5)
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("run-b", "bob", 1, 5)
     clock.advance(60)
     assert store.abandoned_runs(10) == []
@@ -1403,7 +1396,7 @@ def test_a_tampered_record_is_caught_on_read(store: JournalStore, how: str) -> N
         lambda: store.case_history("case-A", 10),
     ]
     for call in reads:
-        with pytest.raises(CorruptError) as e:
+        with pytest.raises(errors.CorruptError) as e:
             call()
         assert (e.value.run, e.value.seq) == ("run-a", 2)
         assert "run-a" in str(e.value)
@@ -1595,7 +1588,7 @@ def test_parallel_first_acquires_elect_one_holder(stores: StoreFactory) -> None:
     )
     won = [r for r in results if isinstance(r, Lease)]
     assert len(won) == 1, results
-    assert all(isinstance(r, LeaseHeldError) for r in results if r is not won[0]), results
+    assert all(isinstance(r, errors.LeaseHeldError) for r in results if r is not won[0]), results
     assert won[0].epoch == 1
 
 
@@ -1645,5 +1638,7 @@ def test_parallel_starts_of_one_effect_let_one_win(stores: StoreFactory) -> None
     )
     won = [r for r in results if isinstance(r, list)]
     assert len(won) == 1, results
-    assert all(isinstance(r, DuplicateEffectError) for r in results if r is not won[0]), results
+    assert all(isinstance(r, errors.DuplicateEffectError) for r in results if r is not won[0]), (
+        results
+    )
     assert shared.head("run-a").seq == 1

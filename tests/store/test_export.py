@@ -1,4 +1,5 @@
-"""Export and restore of a journal store (store.export), on SQLite and PostgreSQL.
+"""Export and restore of a journal store (store.export), on SQLite and PostgreSQL; the file is
+docs/export-format.md, the how-to docs/embedder-guide.md §4.
 
 The issue's acceptance, tested here:
 
@@ -51,22 +52,10 @@ from tlog import merkle
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.errors import InvalidSignatureError, MalformedError, TlogError, UsageError
-from tlog.export import (
-    CheckpointItem,
-    ExportVerificationError,
-    read_export,
-    verify_export,
-)
+from tlog.export import CheckpointItem, ExportVerificationError, read_export, verify_export
 from tlog.journal import Body, Record, RecordSignature, make_record, sign_record
 from tlog.keys import SignerKey, format_vkey, generate_key
-from tlog.note import (
-    Ed25519Signer,
-    Signature,
-    add_signatures,
-    format_note,
-    parse_note,
-    sign_note,
-)
+from tlog.note import Ed25519Signer, Signature, add_signatures, format_note, parse_note, sign_note
 
 ORIGIN = "example.com/journal"
 

@@ -1,6 +1,7 @@
-"""Fault and concurrency tests of the journal store: real processes racing, real SIGKILLs.
+"""Fault and concurrency tests of the journal store: real processes racing, real SIGKILLs (the
+guarantees of docs/embedder-guide.md: leases, fencing, durable appends).
 
-Every test here drives *separate OS processes* — ``sys.executable tests/store_worker.py`` —
+Every test here drives *separate OS processes* — ``sys.executable tests/store/worker.py`` —
 each with its own store handle and database connection on one store (a SQLite file, or a fresh
 PostgreSQL schema), and checks the outcome from the test process through its own handle, with
 oracles independent of the store: Merkle roots rebuilt from the sealed heads
@@ -27,7 +28,7 @@ every worker is connected and waiting before the test hands them a common start 
   root rebuilt from the sealed heads and has a verified consistency proof to the next kept one
   and to the final one, every sealed run's inclusion proof verifies against the final root.
 
-Crash safety: a writer process (``store_worker.py writer``) appends batches of 1-20 records,
+Crash safety: a writer process (``tests/store/worker.py writer``) appends batches of 1-20 records,
 concludes and seals runs, releases leases and signs checkpoints, printing a line after each
 commit; it is killed with SIGKILL :data:`KILL_CYCLES` times per backend on one store, at random
 moments and, on purpose, right after it announced a seal, an append or a checkpoint. After each
@@ -38,7 +39,7 @@ writer or taken by the test), the killed writer's lease shows up in ``abandoned_
 next writer takes that run over at the head the test last saw. At the end everything is
 checked again over the whole store.
 
-The shared store clock is a file (:class:`store_worker.FileClock`) that the test moves: leases
+The shared store clock is a file (:class:`tests.store.worker.FileClock`) that the test moves: leases
 expire without sleeping.
 """
 
@@ -134,7 +135,7 @@ class Db:
 
 
 class Worker:
-    """One ``store_worker.py`` process: JSON commands to its stdin, JSON lines from its stdout
+    """One ``tests/store/worker.py`` process: JSON commands to its stdin, JSON lines from its stdout
     (read by a thread into a queue, so the test can wait with a timeout)."""
 
     _count = 0

@@ -2,7 +2,7 @@
 
 The store is a SQLite file in tmp_path driven through ``store.cli.main`` in-process; the
 witnesses are real witness servers (witness/server.py over SQLite) on 127.0.0.1, in a
-background event loop (tests/test_witness_client.py's :class:`ServerThread`).
+background event loop (tests/witness/test_client.py's :class:`ServerThread`).
 
 Covered: two witnesses cosign and the kept note opens with the log key and both witness keys;
 a second publish recovers through the 409 with a consistency proof; the same size twice; the
@@ -10,7 +10,8 @@ empty log; the quorum (every witness without a policy; a tlog-policy file) and e
 note still kept; the alarm when a witness holds more than the log (a rollback); usage errors;
 ``publish FILE`` still merging a cosigned copy — and refusing (the store unchanged, its export
 still valid) a cosignature that does not verify, a line of an undeclared key and a plain
-Ed25519 line, which no export could carry.
+Ed25519 line, which no export could carry. docs/embedder-guide.md §3 describes the command; the
+protocol is C2SP tlog-witness (https://c2sp.org/tlog-witness).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 
 from store.api import Append
 from store.open import open_store
+from tests.clirunner import clean_env_fixture
 from tests.store.test_cli import ENV_VARS, ORIGIN, ok, run
 from tests.witness.test_client import ServerThread, Witness, refused_url, start_witness
 from tlog.checkpoint import Checkpoint
@@ -36,19 +38,13 @@ from tlog.note import Verifier, open_note, parse_note, sign_note
 LOG_ORIGIN = f"{ORIGIN}/default"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+_clean_env = clean_env_fixture(ENV_VARS)
 
 
 @pytest.fixture
 def servers() -> Iterator[ServerThread]:
-    s = ServerThread()
-    try:
+    with ServerThread() as s:
         yield s
-    finally:
-        s.close()
 
 
 def one_error(err: str, status: int, code: int) -> str:

@@ -1,10 +1,11 @@
 """Smoke tests of the journal store backends (store.sqlite, store.postgres): a few per guarantee.
 
 Every test runs on both backends through the ``backend`` fixture (a SQLite file, or a fresh
-PostgreSQL schema). The full conformance battery is tests/test_store_conformance.py; these
+PostgreSQL schema). The full conformance battery is tests/store/test_conformance.py; these
 tests show that the shared SQL implementation (store.sql) and its two dialects work, including
 what only an implementation can show: concurrent writers, a COMMIT without a verdict, retried
-transactions, concurrent initialisation, the server clock.
+transactions, concurrent initialisation, the server clock. docs/embedder-guide.md §5 compares
+the backends.
 """
 
 from __future__ import annotations
@@ -19,17 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from store import errors
 from store.api import Append, Head, JournalStore
-from store.errors import (
-    BackendError,
-    CommitUnknownError,
-    CorruptError,
-    DuplicateEffectError,
-    FencedError,
-    LeaseHeldError,
-    LeaseNotHeldError,
-    RunSealedError,
-)
 from store.open import init_store, open_store
 from tlog import merkle
 from tlog.checkpoint import open_checkpoint
@@ -170,7 +162,7 @@ def test_batch_spanning_runs_is_refused_before_writing(store: JournalStore) -> N
 def test_a_failed_batch_writes_nothing(store: JournalStore) -> None:
     store.append(1, [started("r", "k")])
     before = store.recent_runs(None, 10)
-    with pytest.raises(DuplicateEffectError) as e:
+    with pytest.raises(errors.DuplicateEffectError) as e:
         store.append(1, [note("r"), concluded("r", "failed"), started("r", "k")])
     assert e.value.effect_key == "k"
     with pytest.raises(MalformedError):
@@ -186,11 +178,11 @@ def test_a_failed_batch_writes_nothing(store: JournalStore) -> None:
 
 
 def test_exactly_once_within_a_batch_against_history_and_per_run(store: JournalStore) -> None:
-    with pytest.raises(DuplicateEffectError) as e:
+    with pytest.raises(errors.DuplicateEffectError) as e:
         store.append(1, [started("r", "k1"), started("r", "k2"), started("r", "k2")])
     assert e.value.effect_key == "k2"
     store.append(1, [started("r", "k1"), started("r", "k2")])
-    with pytest.raises(DuplicateEffectError) as e:
+    with pytest.raises(errors.DuplicateEffectError) as e:
         store.append(1, [started("r", "k3"), started("r", "k2")])
     assert e.value.effect_key == "k2"
     store.append(1, [started("other", "k1")])  # another run: allowed
@@ -213,10 +205,10 @@ def test_record_signatures_round_trip(env: Env) -> None:
 def test_tampering_is_caught_on_read_and_verify(store: JournalStore) -> None:
     store.append(1, [note("r", i) for i in range(3)])
     hook(store, "_tamper_for_test")("r", 2, b'{"tampered":true}')
-    with pytest.raises(CorruptError) as e:
+    with pytest.raises(errors.CorruptError) as e:
         store.read("r")
     assert (e.value.run, e.value.seq) == ("r", 2)
-    with pytest.raises(CorruptError) as e:
+    with pytest.raises(errors.CorruptError) as e:
         store.verify("r")
     assert e.value.seq == 2
     assert [r.seq for r in store.read("r", 3)] == [3]
@@ -226,10 +218,10 @@ def test_stored_values_of_the_wrong_shape_are_corrupt(store: JournalStore) -> No
     store.append(1, [note("r"), note("r")])
     sql = hook(store, "_execute_for_test")
     sql("UPDATE journal SET sig_name = ? WHERE run = ? AND seq = 1", ("half", "r"))
-    with pytest.raises(CorruptError, match="signature"):
+    with pytest.raises(errors.CorruptError, match="signature"):
         store.read("r")
     sql("UPDATE journal SET sig_name = NULL, hash = ? WHERE run = ? AND seq = 1", (b"x" * 31, "r"))
-    with pytest.raises(CorruptError, match="32 bytes"):
+    with pytest.raises(errors.CorruptError, match="32 bytes"):
         store.read("r")
 
 
@@ -240,16 +232,16 @@ def test_acquire_is_a_pure_claim(env: Env, store: JournalStore) -> None:
     a = store.acquire("r", "alice", 10)
     assert (a.epoch, a.expires_at) == (1, T0 + 10)
     for owner in ("alice", "bob"):
-        with pytest.raises(LeaseHeldError) as e:
+        with pytest.raises(errors.LeaseHeldError) as e:
             store.acquire("r", owner, 10)
         assert (e.value.owner, e.value.epoch, e.value.remaining) == ("alice", 1, 10)
     env.clock.now += 10  # expires_at <= now: expired at the exact second
     b = store.acquire("r", "bob", 10)
     assert b.epoch == 2
-    with pytest.raises(FencedError) as f:
+    with pytest.raises(errors.FencedError) as f:
         store.append(a.epoch, [note("r")])
     assert (f.value.held, f.value.current) == (1, 2)
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(b.epoch + 1, [note("r")])  # a future epoch is fenced too
     store.append(b.epoch, [note("r")])
 
@@ -265,15 +257,15 @@ def test_renew_extends_only_the_exact_live_lease(env: Env, store: JournalStore) 
     env.clock.now += 5
     assert store.renew("r", "alice", a.epoch, 10).expires_at == T0 + 15
     for owner, epoch in (("bob", a.epoch), ("alice", a.epoch + 1)):
-        with pytest.raises(LeaseNotHeldError):
+        with pytest.raises(errors.LeaseNotHeldError):
             store.renew("r", owner, epoch, 100)
     env.clock.now = T0 + 15  # lapsed
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("r", "alice", a.epoch, 100)
     assert store.abandoned_runs(10) == ["r"]  # the refusals wrote nothing
     b = store.acquire("r", "bob", 10)
     store.release("r", b.epoch)
-    with pytest.raises(LeaseNotHeldError):
+    with pytest.raises(errors.LeaseNotHeldError):
         store.renew("r", "bob", b.epoch, 10)
     assert store.abandoned_runs(10) == []
 
@@ -283,12 +275,12 @@ def test_release_keeps_the_epoch_and_ignores_other_epochs(env: Env, store: Journ
     env.clock.now += 1
     b = store.acquire("r", "bob", LONG)
     store.release("r", a.epoch)  # a fenced caller's release: no error, no effect
-    with pytest.raises(LeaseHeldError):
+    with pytest.raises(errors.LeaseHeldError):
         store.acquire("r", "carol", LONG)
     store.release("r", b.epoch)
     store.release("r", b.epoch)  # idempotent
     store.release("never-leased", 1)
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.append(a.epoch, [note("r")])
     c = store.acquire("r", "carol", LONG)  # free at once, and past the released epoch
     assert c.epoch == b.epoch + 1
@@ -329,7 +321,7 @@ def test_seal_is_fenced_first_wins_and_freezes_the_run(store: JournalStore) -> N
     with pytest.raises(UsageError, match="no records"):
         store.seal("r", lease.epoch, "succeeded")
     store.append(lease.epoch, [note("r")])
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.seal("r", lease.epoch + 7, "succeeded")
     with pytest.raises(MalformedError):  # check_outcome: the export format requires it
         store.seal("r", lease.epoch, "needs review")
@@ -337,11 +329,11 @@ def test_seal_is_fenced_first_wins_and_freezes_the_run(store: JournalStore) -> N
     assert seal.position == 0 and seal.head == store.head("r").hash
     assert store.seal("r", lease.epoch, "quarantined") == seal  # unchanged
     assert store.sealed("r") == seal and store.checkpoint().size == 1
-    with pytest.raises(FencedError):
+    with pytest.raises(errors.FencedError):
         store.seal("r", lease.epoch + 1, "succeeded")
-    with pytest.raises(FencedError):  # the fence comes before the seal check
+    with pytest.raises(errors.FencedError):  # the fence comes before the seal check
         store.append(lease.epoch + 1, [note("r")])
-    with pytest.raises(RunSealedError) as e:
+    with pytest.raises(errors.RunSealedError) as e:
         store.append(lease.epoch, [note("r")])
     assert e.value.outcome == "succeeded"
     assert store.head("r").hash == seal.head
@@ -400,9 +392,9 @@ def test_a_missing_stored_hash_is_corrupt(store: JournalStore) -> None:
     for r in ("a", "b", "c"):
         sealed_run(store, r)
     hook(store, "_execute_for_test")("DELETE FROM tree_hash WHERE idx = 2")  # node (1, 0)
-    with pytest.raises(CorruptError):
+    with pytest.raises(errors.CorruptError):
         store.checkpoint()
-    with pytest.raises(CorruptError):
+    with pytest.raises(errors.CorruptError):
         store.inclusion_proof("c")
 
 
@@ -457,7 +449,7 @@ def test_a_second_root_for_one_size_is_corrupt(env: Env, store: JournalStore) ->
     hook(store, "_execute_for_test")(
         "INSERT INTO checkpoint (tenant, size, note) VALUES (?, ?, ?)", ("default", 1, other)
     )
-    with pytest.raises(CorruptError, match="two roots"):
+    with pytest.raises(errors.CorruptError, match="two roots"):
         store.sign_checkpoint()
 
 
@@ -541,7 +533,7 @@ def test_listings_refuse_bad_stored_run_ids(store: JournalStore) -> None:
         lambda: store.runs(None, 10),
         lambda: store.abandoned_runs(10),
     ):
-        with pytest.raises(CorruptError, match="run ID"):
+        with pytest.raises(errors.CorruptError, match="run ID"):
             listing()
 
 
@@ -573,7 +565,7 @@ def test_open_refuses_an_uninitialised_store(tmp_path: Path, pg_schema: Any) -> 
 
 
 def test_an_unreachable_server_is_a_backend_error() -> None:
-    with pytest.raises(BackendError, match="cannot open"):
+    with pytest.raises(errors.BackendError, match="cannot open"):
         open_store(postgres="postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
 
 
@@ -622,7 +614,7 @@ def test_parallel_first_acquires_have_one_winner(env: Env) -> None:
     results = in_threads(6, lambda i: handles[i].acquire("r", f"w{i}", LONG))
     winners = [r for r in results if not isinstance(r, Exception)]
     assert len(winners) == 1 and winners[0].epoch == 1
-    assert all(isinstance(r, LeaseHeldError) for r in results if r not in winners)
+    assert all(isinstance(r, errors.LeaseHeldError) for r in results if r not in winners)
 
 
 def test_parallel_appends_without_a_lease_stay_contiguous(env: Env) -> None:
@@ -644,7 +636,9 @@ def test_parallel_effect_starts_have_one_winner(env: Env) -> None:
     handles = [env.open() for _ in range(4)]
     results = in_threads(4, lambda i: handles[i].append(1, [started("r", "k")]))
     assert len([r for r in results if isinstance(r, list)]) == 1
-    assert all(isinstance(r, DuplicateEffectError) for r in results if not isinstance(r, list))
+    assert all(
+        isinstance(r, errors.DuplicateEffectError) for r in results if not isinstance(r, list)
+    )
 
 
 def test_parallel_seals_give_a_dense_log(env: Env) -> None:
@@ -720,7 +714,7 @@ def test_a_commit_without_a_verdict_is_commit_unknown(env: Env, backend: Any) ->
             raise e
 
     _inject(store, before)
-    with pytest.raises(CommitUnknownError):
+    with pytest.raises(errors.CommitUnknownError):
         store.append(lease.epoch, [note("r")])
     # The handle recovers (reconnecting if it must); here the commit did not land.
     assert store.read("r") == []

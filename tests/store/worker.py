@@ -1,7 +1,7 @@
 """A worker process for the journal store's fault and concurrency tests.
 
-tests/test_store_faults.py runs this file as a separate OS process —
-``sys.executable tests/store_worker.py MODE (--db PATH | --postgres CONNINFO) [options]`` — so
+tests/store/test_faults.py runs this file as a separate OS process —
+``sys.executable tests/store/worker.py MODE (--db PATH | --postgres CONNINFO) [options]`` — so
 that races are between real processes, each with its own store handle and its own database
 connection, and so that a writer can be killed with SIGKILL. It imports neither pytest nor
 anything else from tests/, and keeps its imports few (start-up time is paid on every kill

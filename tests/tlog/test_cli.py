@@ -1,17 +1,16 @@
 """Tests for the ``tlog`` command (tlog.cli.command).
 
-The main flows run the command as a real subprocess (``python -m tlog.cli.command``), as a
-user would;
-the many error cases call :func:`tlog.cli.command.main` in-process, with standard input and output
-swapped for byte buffers. Merkle roots are computed here with hashlib, independently of
-tlog.merkle, so that the tests are an oracle for the command's output.
+The main flows run the command as a real subprocess (``python -m tlog.cli.command``), as a user
+would; the many error cases call :func:`tlog.cli.command.main` in-process, with standard input and
+output swapped for byte buffers. Merkle roots are computed here with hashlib, independently of
+tlog.merkle, so that the tests are an oracle for the command's output. The formats are
+docs/formats.md's (signed notes, https://c2sp.org/signed-note; RFC 6962 proofs,
+https://www.rfc-editor.org/rfc/rfc6962).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
 import stat
@@ -28,6 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tlog.cli.command
+from tests import clirunner
+from tests.clirunner import Result, call_main, expect_ok, one_error_line, run_module
+from tests.oracles import b64, mth, sha
 from tlog.cli.command import main
 from tlog.keys import generate_key, parse_signer_key, parse_vkey
 
@@ -67,58 +69,24 @@ EMPTY_LEAF_B64 = "bjQLnP+zepicpUTmu3gKLHiQHT+zNzh2hRGjBhevoB0="
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def sha(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def mth(leaves: Sequence[bytes]) -> bytes:
-    """RFC 6962 MTH over leaf hashes, by the recursive definition."""
-    n = len(leaves)
-    if n == 0:
-        return sha(b"")
-    if n == 1:
-        return leaves[0]
-    k = 1 << ((n - 1).bit_length() - 1)
-    return sha(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
-
-
 LEAVES = [sha(b"\x00" + b"entry %d" % i) for i in range(100)]
 LEAF_FILE = "".join(b64(h) + "\n" for h in LEAVES).encode()
 
 
-def run(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, bytes, str]:
+def run(argv: Sequence[str], stdin: bytes = b"") -> Result:
     """Call main(argv) in-process: (status, stdout bytes, stderr text)."""
-    out, err = io.BytesIO(), io.BytesIO()
-    saved = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(out, encoding="utf-8")
-    sys.stderr = io.TextIOWrapper(err, encoding="utf-8")
-    try:
-        code = main(list(argv))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return code, out.getvalue(), err.getvalue().decode("utf-8")
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
+    return call_main(main, argv, stdin)
 
 
 def ok(argv: Sequence[str], stdin: bytes = b"") -> bytes:
-    code, out, err = run(argv, stdin)
-    assert (code, err) == (0, ""), err
-    return out
+    return expect_ok(run(argv, stdin))
 
 
 def fails(argv: Sequence[str], stdin: bytes = b"", status: int = 2) -> str:
     """Run, expect ``status`` with exactly one 'tlog: ' line on stderr and nothing on stdout."""
-    code, out, err = run(argv, stdin)
-    assert code == status, (code, err)
-    assert out == b""
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith("tlog: "), err
+    result = run(argv, stdin)
+    err = one_error_line(result, status, "tlog: ")
+    assert result.out == b""
     return err
 
 
@@ -126,24 +94,11 @@ def cli(
     *args: str, stdin: bytes = b"", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m tlog.cli.command`` as a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "tlog.cli.command", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+    return run_module("tlog.cli.command", *args, stdin=stdin, cwd=cwd)
 
 
 def assert_one_error_line(proc: subprocess.CompletedProcess[bytes], status: int) -> str:
-    err = proc.stderr.decode("utf-8")
-    assert proc.returncode == status, err
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    assert err.startswith("tlog: ")
-    assert proc.stdout == b""
-    return err
+    return clirunner.assert_one_error_line(proc, status, "tlog: ")
 
 
 def key_file(tmp_path: Path, text: str, name: str = "k.key") -> str:

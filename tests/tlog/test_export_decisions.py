@@ -4,14 +4,16 @@ source), :class:`tlog.export.ExportWriter`, :func:`tlog.export.verify_export`, t
 verifier (:mod:`verifier.parallel`, C scans included) and ``tlog-verify export``
 (:func:`verifier.export.verify_export_file`).
 
-1. **An export without a checkpoint** (§7) is valid: the store writes it, every verifier accepts
-   it, a restore reproduces it, and ``tlog-verify`` says plainly that nothing in it is signed by
-   the log key — unless the auditor asks for a fresh checkpoint (``--max-age``).
-2. **``"data": null``** (§4.5: optional fields are absent, never null) is refused everywhere:
-   by the store at ``append``, by the writer, by every verifier; ``null`` inside data is fine.
-3. **Depth** (§4.5: a scalar has depth 0, an array or object 1 + its members'): ``data`` of
-   depth 64 is accepted everywhere, of depth 65 refused everywhere — with empty innermost
-   containers too.
+1. **An export without a checkpoint** (docs/export-format.md §7) is valid: the store writes it,
+   every verifier accepts it, a restore reproduces it, and ``tlog-verify`` says plainly that
+   nothing in it is signed by the log key — unless the auditor asks for a fresh checkpoint
+   (``--max-age``).
+2. **``"data": null``** (docs/export-format.md §4.5: optional fields are absent, never null) is
+   refused everywhere: by the store at ``append``, by the writer, by every verifier; ``null``
+   inside data is fine.
+3. **Depth** (docs/export-format.md §4.5: a scalar has depth 0, an array or object 1 + its
+   members'): ``data`` of depth 64 is accepted everywhere, of depth 65 refused everywhere — with
+   empty innermost containers too.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.exportfile import join, lines_of, redigest, seed, vkey
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer, SubtreeV1Signer
 from tlog.encoding import b64encode
@@ -77,21 +78,12 @@ from tlog.journal import (
     record_signature_message,
     seal_body,
 )
-from tlog.keys import format_vkey, verifier_for
 from tlog.merkle import EMPTY_ROOT, MemoryHashStore, leaf_hash, node_hash
 from tlog.note import Ed25519Signer, Signer, sign_note
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "export-format.md"
 T = 1_760_000_000  # a fixed cosignature time, so that Ed25519 cosignatures are reproducible
-
-
-def seed(label: str) -> bytes:
-    return hashlib.sha256(label.encode()).digest()
-
-
-def vkey(signer: Any) -> str:
-    return format_vkey(verifier_for(signer.name, signer.key_type, signer.public_key))
 
 
 ORIGIN = "example.com/journal/acme"
@@ -255,23 +247,6 @@ def refused(data: bytes, **kw: Any) -> TlogError:
         assert re.match(r"line [1-9][0-9]*: ", str(e)), str(e)
         return e
     pytest.fail("verify_export accepted a changed export")
-
-
-def lines_of(data: bytes) -> list[bytes]:
-    return data.split(b"\n")[:-1]
-
-
-def join(lines: Sequence[bytes]) -> bytes:
-    return b"".join(line + b"\n" for line in lines)
-
-
-def redigest(data: bytes) -> bytes:
-    """Recompute the end line's digest (what a forger would do)."""
-    head, _, end = data.rpartition(b"\nend ")
-    body = head + b"\n"
-    tokens = end.split(b" ")
-    tokens[4] = b64encode(hashlib.sha256(body).digest()).encode() + b"\n"
-    return body + b"end " + b" ".join(tokens)
 
 
 def run_sections(data: bytes) -> list[tuple[int, int]]:
@@ -593,7 +568,7 @@ def test_checkpoint_without_the_log_signature_is_refused() -> None:
 
 
 def test_edge_33_duplicate_signature_lines_in_an_export_checkpoint() -> None:
-    # specs.md §14 item 33: one key never counts twice; the export carries each line once.
+    # Edge case 33 (signed-note): one key never counts twice; the export carries each line once.
     runs = small_runs()
     note = checkpoint_note(runs, 1, [LOG, W1])
     last = note[note.rindex("— witness1".encode()) :]
@@ -610,7 +585,7 @@ def test_edge_33_duplicate_signature_lines_in_an_export_checkpoint() -> None:
 
 
 def test_edge_32_control_characters_crlf_export_is_refused() -> None:
-    # specs.md §14 item 32: CR is never normalised away.
+    # Edge case 32 (signed-note): CR is never normalised away.
     data = small_export()
     crlf = data.replace(b"\n", b"\r\n")
     assert isinstance(refused(crlf), MalformedError)

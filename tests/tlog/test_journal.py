@@ -1,4 +1,5 @@
-"""tlog.journal's record-body fast paths, ``body_names``, against ``decode_body``.
+"""tlog.journal's record-body fast paths, ``body_names``, against ``decode_body`` (the record
+body is docs/export-format.md §4.5).
 
 ``body_names(raw, run, seq)`` may answer True only when ``decode_body(raw)`` accepts the bytes
 and names that run and seq; it may answer False when unsure. It asks two fast paths, and each is

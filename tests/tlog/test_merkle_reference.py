@@ -1,7 +1,7 @@
 """tlog.merkle against a literal RFC 6962 §2.1 reference written here.
 
-The reference is RFC 6962 §2.1 (specs.md §7.1 and §7.2) transcribed as recursion, with no bit
-tricks and no tlog code:
+The reference is RFC 6962 §2.1 (https://www.rfc-editor.org/rfc/rfc6962) transcribed as
+recursion, with no bit tricks and no tlog code:
 
 * ``MTH``, ``PATH``, ``PROOF`` and ``SUBPROOF`` are the RFC's definitions over Python lists
   ``D`` of entries, slicing exactly as the RFC does. They are exponential in nothing but slow
@@ -25,12 +25,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA
 from tlog.encoding import MAX_INT63
 from tlog.errors import UsageError
 from tlog.merkle import (
@@ -52,7 +52,6 @@ from tlog.merkle import (
     verify_inclusion,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 MERKLE_REFERENCE = TESTDATA / "transparency-dev-merkle" / "testonly_reference.json"
 
 SMALL = 256

@@ -1,4 +1,5 @@
-"""Tests for tlog.policy: C2SP tlog-policy files and their evaluation on signed checkpoints.
+"""Tests for tlog.policy: C2SP tlog-policy (https://c2sp.org/tlog-policy) files and their
+evaluation on signed checkpoints.
 
 Keys are real (tlog.keys.generate_key with fixed seeds: Ed25519 0x01 and 0x04, ML-DSA-44
 0x06) and so are the cosignatures (tlog.cosignature signers with fixed timestamps via
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.tlog.helpers import seed_of
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
@@ -32,7 +34,14 @@ from tlog.errors import (
     UsageError,
 )
 from tlog.keys import SignerKey, cosigner_from_vkey, format_vkey, generate_key, parse_vkey
-from tlog.note import TYPE_ED25519, Ed25519Verifier, Signature, add_signatures, parse_note
+from tlog.note import (
+    TYPE_ED25519,
+    Ed25519Signer,
+    Ed25519Verifier,
+    Signature,
+    add_signatures,
+    parse_note,
+)
 from tlog.policy import (
     NONE,
     Group,
@@ -508,6 +517,51 @@ class _ForgedIdVerifier:
         return False
 
 
+def test_edge_34_policy_duplicates() -> None:
+    s = seed_of("policy-key")
+    log_vkey = format_vkey(Ed25519Signer("example.com/log", s).verifier())
+    witness_01 = format_vkey(Ed25519Signer("w1.example", s).verifier())  # 0x01 of the key
+    witness_04 = format_vkey(CosignatureV1Signer("w2.example", s).verifier())  # 0x04 of it
+    witness_04b = format_vkey(CosignatureV1Signer("w3.example", s).verifier())  # other name
+    other = format_vkey(CosignatureV1Signer("w4.example", seed_of("other")).verifier())
+    other_log = format_vkey(Ed25519Signer("example.com/log2", seed_of("log2")).verifier())
+    assert len({v.split("+")[1] for v in (witness_01, witness_04, witness_04b)}) == 3
+
+    def policy(*lines: str) -> bytes:
+        return "".join(line + "\n" for line in lines).encode()
+
+    # One key once as a log and once as a witness: allowed (tlog-policy; edge case 34 "test both
+    # cases").
+    p = Policy.parse(policy(f"log {log_vkey}", f"witness W1 {witness_04}", "quorum W1"))
+    assert (len(p.logs), len(p.witnesses)) == (1, 1)
+    # Two witness lines wrapping one public key under other names and key IDs.
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.parse(
+            policy(
+                f"log {log_vkey}",
+                f"witness W1 {witness_04}",
+                f"witness W2 {witness_04b}",
+                "quorum W1",
+            )
+        )
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.parse(policy(f"witness W1 {other}", f"witness W2 {other}", "quorum W1"))
+    # A 0x01 and a 0x04 vkey of one Ed25519 key: refused in a file (0x01 is no witness type
+    # there, so either rule refuses it) and as duplicates when given as key flags.
+    with pytest.raises(MalformedError):
+        Policy.parse(policy(f"witness W1 {witness_01}", f"witness W2 {witness_04}", "quorum W1"))
+    with pytest.raises(MalformedError, match="duplicate witness"):
+        Policy.k_of_n(1, [witness_01, witness_04])
+    assert len(Policy.k_of_n(1, [witness_01, other]).witnesses) == 2
+    # Two log lines wrapping one key, under other names and hence key IDs.
+    renamed = format_vkey(Ed25519Signer("example.com/log-renamed", s).verifier())
+    assert renamed.split("+")[1] != log_vkey.split("+")[1]
+    with pytest.raises(MalformedError, match="duplicate log"):
+        Policy.parse(policy(f"log {log_vkey}", f"log {renamed}", "quorum none"))
+    # Two different log keys are fine.
+    assert len(Policy.parse(policy(f"log {log_vkey}", f"log {other_log}", "quorum none")).logs) == 2
+
+
 def test_same_key_name_and_id_for_two_keys_refused() -> None:
     a = CosignatureV1Verifier("a.example", parse_vkey(vk(X[0])).public_key)
     clash = _ForgedIdVerifier("a.example", a.key_id, TYPE_COSIGNATURE_V1, bytes(32))
@@ -829,7 +883,8 @@ def test_shortfalls_and_quorum_met_without_a_note() -> None:
 def test_edge_31_log_key_name_differs_from_origin() -> None:
     # Real Go checksum database checkpoint: origin `go.sum database tree`, key name
     # `sum.golang.org`. From FiloSottile/torchwood@341dc2f0 cmd/litewitness/testdata/sumdb.txt
-    # (specs.md §12.5); vkey from golang/go@c674ce87 src/cmd/go/internal/modfetch/key.go.
+    # (testdata/torchwood/README.md); vkey from golang/go@c674ce87
+    # src/cmd/go/internal/modfetch/key.go.
     vkey = "sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8"
     note = (
         "go.sum database tree\n35225469\nvt5T6GaLCXvyHFl9VUvvItR43XZxfLgftEcTyO3eJCQ=\n\n"
@@ -859,13 +914,14 @@ def test_policy_without_logs_takes_them_from_context() -> None:
         q.with_logs([Log.from_vkey(vk(key("alias.example", TYPE_ED25519, 1)))])
 
 
-# --- interop: transparency-dev/formats witness policy cases (specs.md §12.3) ---------------
+# --- interop: transparency-dev/formats witness policy cases ----------------------------------
 #
 # From transparency-dev/formats, witness/witness_policy_test.go (snapshot 0b850f1a; the file
 # read was at 065bf236, same content as 1c29105e). formats writes witness keys as 0x01 vkeys
 # and reads them as cosignature/v1 keys; tlog-policy files need the 0x04 form, so the cases
 # are re-spelled with the same Ed25519 keys as 0x04 vkeys (key IDs 8dc39d42 and 2013a75c,
-# as specs.md §12.3 computes). remora.n621.de's key is a native 0x04 vkey.
+# as testdata/transparency-dev-formats/README.md computes). remora.n621.de's key is a native 0x04
+# vkey.
 
 FORMATS_SIGSUM_01 = "sigsum.org+e4ade967+AZuUY6B08pW3QVHu8uvsrxWPcAv9nykap2Nb4oxCee+r"
 FORMATS_EXAMPLE_01 = "example.com+3753d3de+AebBhMcghIUoavZpjuDofa4sW6fYHyVn7gvwDBfvkvuM"

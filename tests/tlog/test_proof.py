@@ -1,8 +1,10 @@
-"""Tests for tlog.proof: C2SP tlog-proof@v1 files, their strict parsing and their verification.
+"""Tests for tlog.proof: C2SP tlog-proof@v1 (https://c2sp.org/tlog-proof) files, their strict
+parsing and their verification.
 
 Sources of vectors:
 
-* transparency-dev/formats ``proof/tlog_proof_test.go`` (digest §8.1 and §12.3; read at commit
+* transparency-dev/formats ``proof/tlog_proof_test.go``
+  (testdata/transparency-dev-formats/README.md; read at commit
   1a07eea5c85e02a7b2b69b7c1638f6c139184645): the ``TestMarshal`` outputs, the ``TestRoundTrip``
   values and the ``TestUnmarshalErrors`` negatives. Those tests use dummy checkpoints
   ("checkpoint\\n"), which this parser refuses on purpose (the checkpoint part must be a signed
@@ -22,12 +24,12 @@ import base64
 import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA
 from tlog.checkpoint import Checkpoint, SignedCheckpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import MAX_INT63
@@ -63,7 +65,6 @@ from tlog.proof import (
     verify_proof,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 TESSERA = TESTDATA / "tessera"
 
 # --- independent RFC 6962 reference ---------------------------------------------------------
@@ -234,7 +235,7 @@ def test_formats_round_trip_vectors(
     assert q.checkpoint == CP13  # byte for byte
 
 
-# --- negatives (formats TestUnmarshalErrors and digest §12.3, §14, §15 item 18) -------------
+# --- negatives (formats TestUnmarshalErrors and the edge cases of tests/tlog/__init__.py) ------
 
 GO_NEGATIVES = [
     ("missing header", b"wrong-header\nindex 0\n\n", "line 1"),
@@ -306,7 +307,7 @@ def test_tp1_header_and_truncation(data: bytes, why: str) -> None:
 @pytest.mark.parametrize(
     ("extra_line", "why"),
     [
-        (b"extra ", "extra line is empty"),  # §15 item 18: absent means absent
+        (b"extra ", "extra line is empty"),  # tlog-proof: absent means absent
         (b"extra", "not followed by a space"),
         (b"extraAAAA", "not followed by a space"),
         (b"extra  AAAA", "extra data is not canonical"),
@@ -462,7 +463,7 @@ def test_missing_blank_line_before_checkpoint() -> None:
 @pytest.mark.parametrize(
     ("checkpoint", "why"),
     [
-        (CP8 + b"trailing data\n", "does not start with"),  # §15 item 18: no trailing data
+        (CP8 + b"trailing data\n", "does not start with"),  # tlog-proof: no trailing data
         (CP8 + b"\n", "no signature lines"),
         (CP8[:-1], "does not end in a newline"),
         (b"\n" + CP8, "origin is empty"),  # two blank lines between proof and checkpoint
@@ -759,7 +760,7 @@ def test_edge_33_duplicate_cosignature_lines() -> None:
 
 
 def test_unknown_signature_lines_are_allowed() -> None:
-    # §15 item 18: a checkpoint may carry signatures the verifier does not know.
+    # signed-note: a checkpoint may carry signatures the verifier does not know.
     stranger = Ed25519Signer("stranger.example", bytes(range(7, 39)))
     cp = sign_note(checkpoint_text(8), [stranger, LOG, WITNESS2, WITNESS])
     p = TlogProof.parse(TlogProof(7, tuple(ref_path(7, LEAVES[:8])), cp).format())

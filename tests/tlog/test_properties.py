@@ -26,10 +26,10 @@
    changed indexes and sizes, truncated, extended and reordered proofs, and changed leaves and
    roots are fed to :func:`verify_inclusion` / :func:`verify_consistency`. Whether a mutant is
    still a valid statement is decided by a reference verifier written here, which follows the
-   RFC 6962 PATH / SUBPROOF recursion (specs.md §7.2) rather than the RFC 9162 bit loop: the
-   implementation must accept exactly the mutants the reference accepts (some do survive: a
-   proof for index 0 in a tree of 3 is also a valid proof for a tree of 4 whose right subtree
-   hash is the third leaf), and must reject every bit-flipped hash.
+   RFC 6962 PATH / SUBPROOF recursion (https://www.rfc-editor.org/rfc/rfc6962 §2.1.1-2) rather than
+   the RFC 9162 bit loop: the implementation must accept exactly the mutants the reference accepts
+   (some do survive: a proof for index 0 in a tree of 3 is also a valid proof for a tree of 4 whose
+   right subtree hash is the third leaf), and must reject every bit-flipped hash.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def _sha256(data: bytes) -> bytes:
 
 # --- strategies -----------------------------------------------------------------------------
 
-# Unicode White_Space as spelled out in specs.md §2.2 (Go's unicode.IsSpace), independently of
-# tlog.note's own set.
+# Unicode White_Space as signed-note's key names exclude (https://c2sp.org/signed-note; Go's
+# unicode.IsSpace), independently of tlog.note's own set.
 SPEC_WHITE_SPACE = frozenset(
     "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
     + "".join(chr(c) for c in range(0x2000, 0x200B))
@@ -115,7 +115,8 @@ ANY_CHAR = st.characters(codec="utf-8")
 
 LINE_CHAR = st.characters(min_codepoint=0x20, codec="utf-8")
 """What a note line may hold: no code point below U+0020. DEL and C1 controls are allowed by
-signed-note (specs.md §2.1), and U+2028/U+0085 must not split lines, so they are drawn too."""
+signed-note (https://c2sp.org/signed-note), and U+2028/U+0085 must not split lines, so they are
+drawn too."""
 
 
 def _is_key_name(name: str) -> bool:

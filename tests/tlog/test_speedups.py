@@ -3,8 +3,9 @@
 Each C function is either exact (``count_lines``, ``fold_leaves``: the same result as the
 Python code, always) or a sound subset (``scan_records``, ``scan_runs``: whatever they take, the
 Python verifier takes too, with the same hashes; where they stop, the Python code decides).
-``body_names`` has its own tests in ``tests/test_journal.py``. The extension must be built
-(``make`` compiles it); these tests fail, not skip, without it.
+``body_names`` has its own tests in ``tests/tlog/test_journal.py``. The extension must be built
+(``make`` compiles it); these tests fail, not skip, without it. docs/auditor-guide.md §11 says
+what the accelerator is for; the formats are docs/export-format.md's.
 """
 
 from __future__ import annotations

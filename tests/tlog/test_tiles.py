@@ -1,4 +1,5 @@
-"""Tests for tlog.tiles: C2SP tlog-tiles paths, tile contents, tile math and entry bundles.
+"""Tests for tlog.tiles: C2SP tlog-tiles (https://c2sp.org/tlog-tiles) paths, tile contents,
+tile math and entry bundles.
 
 Hashes here are computed with hashlib directly (not with tlog code), so that the tests are an
 independent oracle for the module's RFC 6962 hashing.
@@ -10,12 +11,13 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.vectors import TESTDATA
+from tlog import merkle
 from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.tiles import (
@@ -43,7 +45,6 @@ from tlog.tiles import (
     tiles_from_leaf_hashes,
 )
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 TESSERA = TESTDATA / "tessera"
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -92,7 +93,7 @@ def paths(tiles: Sequence[Tile | Bundle]) -> list[str]:
     return [t.path() for t in tiles]
 
 
-# --- specs.md §6.2: path encoding -----------------------------------------------------------
+# --- tlog-tiles, path encoding --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -137,7 +138,7 @@ def test_spec_6_2_static_ct_levels() -> None:
         parse_tile_path("tile/0/000", max_level=64)
 
 
-# --- specs.md §6.3: tile contents -----------------------------------------------------------
+# --- tlog-tiles, tile contents --------------------------------------------------------------
 
 
 def test_spec_6_3_full_tile_is_256_hashes_8192_bytes() -> None:
@@ -219,7 +220,7 @@ def test_spec_6_3_higher_level_entry_is_root_of_full_tile_below() -> None:
     assert (Tile(0, 5, 1).start_index, Tile(0, 5, 1).end_index) == (5 * 256, 6 * 256)
 
 
-# --- specs.md §6.5: node locations ----------------------------------------------------------
+# --- tlog-tiles, node locations -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -281,7 +282,7 @@ def test_hash_from_tile_misuse() -> None:
         hash_from_tile(Tile(0, 1, 44), partial[:-32], 0, 299)
 
 
-# --- specs.md §12.6: transparency-dev/tessera api/layout/paths_test.go ----------------------
+# --- testdata/tessera/README.md: transparency-dev/tessera api/layout/paths_test.go ------------
 
 
 @pytest.mark.parametrize(
@@ -334,7 +335,7 @@ def test_tessera_leniencies_are_rejected_here() -> None:
         parse_tile_path("tile/0/000.p/007")
 
 
-# --- specs.md §14 items 22-26 ----------------------------------------------------------------
+# --- edge cases 22-26 (tests/tlog/__init__.py) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -526,6 +527,151 @@ def test_bundle_round_trip(entries: list[bytes]) -> None:
     if len(data) > 0:
         with pytest.raises(MalformedError):
             parse_bundle(data[:-1], len(entries))
+
+
+def test_edge_22_tile_index_encoding() -> None:
+    # (C2SP tlog-tiles "<N>" examples).
+    for index, text in ((0, "000"), (999, "999"), (1000, "x001/000"), (1234067, "x001/x234/067")):
+        assert format_tile_index(index) == text
+        assert parse_tile_index(text) == index
+    for bad in ("x000/001", "0001", "1", "x001", "01", "x001/", "/001", "x1/000", "001/000"):
+        with pytest.raises(MalformedError):
+            parse_tile_index(bad)
+    assert parse_tile_path("tile/0/x001/x234/067.p/7") == Tile(0, 1234067, 7)
+    for bad in (
+        "tile/0/000.p/0",
+        "tile/0/000.p/256",
+        "tile/0/000.p/007",
+        "tile/0/x000/001",
+        "tile/0/0001",
+        "tile/0/1",
+        "tile/0/x001",
+        "tile/64/000",
+        "tile/00/000",
+        "tile/entries/000.p/0",
+    ):
+        with pytest.raises(MalformedError):
+            parse_tile_path(bad)
+    assert parse_tile_path("tile/63/000") == Tile(63, 0)
+    with pytest.raises(UsageError):
+        Tile(64, 0)
+    # static-ct-api: levels 0..5 only.
+    assert parse_tile_path("tile/5/000", max_level=STATIC_CT_MAX_LEVEL) == Tile(5, 0)
+    with pytest.raises(MalformedError):
+        parse_tile_path("tile/6/000", max_level=STATIC_CT_MAX_LEVEL)
+
+
+def test_edge_23_partial_tile_widths_and_level_contents() -> None:
+    # (C2SP tlog-tiles examples, re-computed).
+    paths = [t.path() for t in tiles_for_size(70000)]
+    assert paths.count("tile/0/273.p/112") == 1
+    assert [p for p in paths if not p.startswith("tile/0/")] == [
+        "tile/1/000",
+        "tile/1/001.p/17",
+        "tile/2/000.p/1",
+    ]
+    assert sum(1 for t in tiles_for_size(70000) if t.level == 0 and t.is_full) == 273
+    assert [t.path() for t in tiles_for_size(256)] == ["tile/0/000", "tile/1/000.p/1"]
+    assert tiles_for_size(0) == []
+    # Never a width-0 tile, at any size.
+    for size in (1, 255, 256, 257, 65535, 65536, 65537, 70000, 16777216):
+        assert all(1 <= t.width <= TILE_WIDTH for t in tiles_for_size(size))
+    with pytest.raises(UsageError):
+        Tile(0, 0, 0)
+    # Never hash a partial tile into a higher level: the level-1 tiles of size 70000 hold the
+    # roots of the 273 full level-0 tiles only, not of 273.p/112.
+    leaves = [merkle.leaf_hash(i.to_bytes(4, "big")) for i in range(70000)]
+    tiles = tiles_from_leaf_hashes(leaves)
+    assert set(tiles) == set(tiles_for_size(70000))
+    full_roots = [merkle.root(leaves[i * 256 : (i + 1) * 256]) for i in range(273)]
+    assert tiles[Tile(1, 0)] == b"".join(full_roots[:256])
+    assert tiles[Tile(1, 1, 17)] == b"".join(full_roots[256:])
+    assert merkle.root(leaves[273 * 256 :]) not in tiles[Tile(1, 1, 17)]
+    assert tiles[Tile(2, 0, 1)] == merkle.root(leaves[:65536])
+    assert tile_root(70000, tiles.__getitem__) == merkle.root(leaves)
+
+
+def test_edge_24_path_schemes_foreign_spellings() -> None:
+    assert Tile(0, 5).path() == "tile/0/005"
+    assert Bundle(5).path() == "tile/entries/005"
+    assert Bundle(5, 3).path() == "tile/entries/005.p/3"
+    assert parse_tile_path("tile/entries/x001/000.p/5") == Bundle(1000, 5)
+    # Go sumdb's tile/8/<L>/<N> and tile/8/data/<N>, static-ct's tile/data/<N>: not C2SP paths.
+    for foreign in ("tile/8/0/000", "tile/8/1/x001/000", "tile/8/data/000", "tile/data/000"):
+        with pytest.raises(MalformedError):
+            parse_tile_path(foreign)
+    # The one spelling that is valid in both means something else in each: C2SP level 8.
+    assert parse_tile_path("tile/8/000") == Tile(8, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 300_000), min_size=1, max_size=8))
+def test_edge_25_publish_order_tiles_cover_each_checkpoint(growth: list[int]) -> None:
+    sizes = sorted(growth)
+    written: set[Tile] = set()
+    bundles: set[Bundle] = set()
+    previous = 0
+    published: list[int] = []
+    for size in sizes:
+        new = new_tiles(previous, size)
+        had = set(tiles_for_size(previous))
+        assert new == [t for t in tiles_for_size(size) if t not in had]
+        written.update(new)
+        bundles.update(new_bundles(previous, size))
+        published.append(size)
+        # Every tile and bundle each published checkpoint implies is there.
+        for s in published:
+            assert set(tiles_for_size(s)) <= written
+            assert set(bundles_for_size(s)) <= bundles
+        previous = size
+
+
+def test_edge_25_publish_order_tile_contents() -> None:
+    # Write only new_tiles(old, new) at each growth; every published size's root is then
+    # computable from what was written, and tile_root reads only tiles the size implies.
+    leaves = [merkle.leaf_hash(b"e%d" % i) for i in range(66000)]
+    store: dict[Tile, bytes] = {}
+    published: list[int] = []
+    previous = 0
+    for size in (1, 255, 256, 257, 300, 511, 512, 65535, 65536, 65537, 66000):
+        built = tiles_from_leaf_hashes(leaves[:size])
+        for tile in new_tiles(previous, size):
+            store[tile] = built[tile]
+        published.append(size)
+        for s in published:
+            implied = set(tiles_for_size(s))
+
+            def read(tile: Tile, implied: set[Tile] = implied) -> bytes:
+                assert tile in implied
+                return store[tile]
+
+            assert tile_root(s, read) == merkle.root(leaves[:s])
+        previous = size
+
+
+def test_edge_26_entry_bundles_match_level_0_tiles() -> None:
+    with pytest.raises(UsageError):
+        format_bundle([b"x" * 65536])
+    big = b"y" * 65535
+    assert parse_bundle(format_bundle([big]), 1) == [big]
+    assert format_bundle([big])[:2] == b"\xff\xff"
+    entries = [b"entry %d " % i * (i % 5) for i in range(300)]
+    assert bundles_for_size(300) == [Bundle(0), Bundle(1, 44)]
+    tiles = tiles_from_leaf_hashes(merkle.leaf_hash(e) for e in entries)
+    for bundle in bundles_for_size(300):
+        first = bundle.index * TILE_WIDTH
+        data = format_bundle(entries[first : first + bundle.width])
+        got = parse_bundle(data, bundle.width)
+        assert len(got) == bundle.width
+        # Each entry's SHA-256(0x00 || entry) is the level-0 tile hash at its position.
+        assert b"".join(merkle.leaf_hash(e) for e in got) == tiles[bundle.tile]
+        if not bundle.is_full:
+            with pytest.raises(MalformedError):
+                parse_bundle(data, bundle.width + 1)
+            with pytest.raises(MalformedError):
+                parse_bundle(data, bundle.width - 1)
+            with pytest.raises(MalformedError):
+                parse_bundle(data, TILE_WIDTH)
 
 
 # --- dataclass invariants ----------------------------------------------------------------------

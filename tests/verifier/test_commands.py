@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tracemalloc
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ import verifier.export as verifier_export
 from store.api import Append, JournalStore
 from store.export import export_store
 from store.open import init_store, open_store
+from tests import clirunner
 from tests.store.helpers import T0, FakeClock
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer
@@ -143,14 +145,9 @@ def cosign(store: JournalStore, note: bytes, ts: int, *witnesses: CosignatureV1S
 
 def store_cli_output(argv: list[str]) -> bytes:
     """Run ``tlog-store`` in-process and return what it wrote on standard output."""
-    out = io.TextIOWrapper(io.BytesIO())
-    with contextlib.redirect_stdout(out):
-        status = store_cli.main(argv)
+    status, out, _ = clirunner.call_main(store_cli.main, argv)
     assert status == 0
-    out.flush()
-    buffer = out.buffer
-    assert isinstance(buffer, io.BytesIO)
-    return buffer.getvalue()
+    return out
 
 
 def build(dir: Path) -> Journal:
@@ -648,18 +645,24 @@ def test_forged_removal_of_an_unsealed_run_is_not_detectable_by_design(
     assert any("1 unsealed run is in no log" in n for n in r.report["notes"])
 
 
-def other_log_note(dir: Path, key: SignerKey, origin: str) -> bytes:
-    """A checkpoint of size 1 of another log (another key, maybe another origin)."""
-    db = str(dir / f"other-{uuid.uuid4().hex}.db")
+@contextlib.contextmanager
+def one_sealed_run(db: str, origin: str, key: SignerKey) -> Iterator[JournalStore]:
+    """A new SQLite store at ``db`` holding one sealed run, ``run-a``, of one record."""
     init_store(db=db, origin=origin, key=key)
     s = open_store(db=db, key=key)
     try:
         e = s.acquire("run-a", "w", 60).epoch
         s.append(e, [Append("run-a", "Note")])
         s.seal("run-a", e, "ok")
-        return s.sign_checkpoint()
+        yield s
     finally:
         s.close()
+
+
+def other_log_note(dir: Path, key: SignerKey, origin: str) -> bytes:
+    """A checkpoint of size 1 of another log (another key, maybe another origin)."""
+    with one_sealed_run(str(dir / f"other-{uuid.uuid4().hex}.db"), origin, key) as s:
+        return s.sign_checkpoint()
 
 
 def swap_checkpoint(data: bytes, index: int, note: bytes) -> bytes:
@@ -689,18 +692,10 @@ def test_a_checkpoint_swapped_for_one_of_another_log_fails(
 def test_an_export_of_another_log_fails_at_its_log_key(
     journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    db = str(journal.dir / "another.db")
-    init_store(db=db, origin=ORIGIN, key=OTHER_KEY)
-    s = open_store(db=db, key=OTHER_KEY)
-    try:
-        e = s.acquire("run-a", "w", 60).epoch
-        s.append(e, [Append("run-a", "Note")])
-        s.seal("run-a", e, "ok")
+    with one_sealed_run(str(journal.dir / "another.db"), ORIGIN, OTHER_KEY) as s:
         s.sign_checkpoint()
         out = io.BytesIO()
         export_store(s, out)
-    finally:
-        s.close()
     path = journal.write("another.export", out.getvalue())
     r = verify_export(capsysbinary, path, str(journal.policy_path))
     assert r.status == 1

@@ -65,7 +65,6 @@ What the test requires (``judge``):
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import io
 import json
@@ -84,6 +83,7 @@ import verifier.cli as verifier_cli
 from store.api import Append, JournalStore
 from store.export import export_store, restore_store
 from store.open import init_store, open_store
+from tests import clirunner
 from tests.store.helpers import FakeClock
 from tlog.cosignature import CosignatureV1Signer
 from tlog.errors import TlogError
@@ -478,15 +478,13 @@ def _cli(path: str, policy: str, jobs: int, parallel: bool, *extra: str) -> dict
     def forced(*a: Any, **kw: Any) -> Any:
         return verify_export_file(*a, **kw, parallel_min_bytes=0)
 
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     argv = ["export", path, "--policy", policy, "--now", str(NOW), "--no-progress"]
     argv += ["--jobs", str(jobs), "--json", *extra]
-    with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         if parallel:
             patch.setattr(verifier_cli, "verify_export_file", forced)
-        status = verifier_cli.main(argv)
-        out.flush()
-    report: dict[str, Any] = json.loads(out.buffer.getvalue())
+        status, out, _ = clirunner.call_main(verifier_cli.main, argv)
+    report: dict[str, Any] = json.loads(out)
     assert report["status"] == status
     return report
 

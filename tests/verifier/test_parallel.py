@@ -38,6 +38,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.exportfile import join, lines_of, redigest, seed, vkey
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import b64encode, parse_hash
@@ -65,21 +66,12 @@ from tlog.journal import (
     make_record,
     seal_body,
 )
-from tlog.keys import format_vkey, verifier_for
 from tlog.merkle import MemoryHashStore, leaf_hash
 from tlog.note import Ed25519Signer, Signer, sign_note
 from verifier import parallel
 from verifier.parallel import verify_export_parallel
 
 T = 1_760_000_000
-
-
-def seed(label: str) -> bytes:
-    return hashlib.sha256(label.encode()).digest()
-
-
-def vkey(signer: Any) -> str:
-    return format_vkey(verifier_for(signer.name, signer.key_type, signer.public_key))
 
 
 ORIGIN = "example.com/parallel"
@@ -242,22 +234,6 @@ def same(path: Path, data: bytes, **kw: Any) -> ExportSummary | TlogError:
     got = par(path, data, **kw)
     assert verdict(got) == verdict(want), (kw, verdict(want))
     return want
-
-
-def lines_of(data: bytes) -> list[bytes]:
-    return data.split(b"\n")[:-1]
-
-
-def join(lines: Sequence[bytes]) -> bytes:
-    return b"".join(line + b"\n" for line in lines)
-
-
-def redigest(data: bytes) -> bytes:
-    """Recompute the end line's digest (what a forger would do)."""
-    head, _, end = data.rpartition(b"\nend ")
-    tokens = end.split(b" ")
-    tokens[4] = b64encode(hashlib.sha256(head + b"\n").digest()).encode() + b"\n"
-    return head + b"\nend " + b" ".join(tokens)
 
 
 def recount(data: bytes) -> bytes:

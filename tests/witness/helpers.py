@@ -10,7 +10,7 @@
   :func:`subtree_proof`).
 * The witness's keys (:func:`witness_signers`, fixed seeds, so the test process can verify what
   a server process returns) and :func:`check_cosignatures` for a 200 body.
-* :class:`WitnessProcess` — one ``tests/witness_proc.py`` server process: started, waited for
+* :class:`WitnessProcess` — one ``tests/witness/proc.py`` server process: started, waited for
   until it listens, killed with SIGKILL.
 * :func:`configure_state` — create a witness state and configure logs in it.
 
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROC_SCRIPT = Path(__file__).resolve().parent / "proc.py"
 
 WITNESS = "witness.example/faults"
-"""The witness's key name (the default of tests/witness_proc.py)."""
+"""The witness's key name (the default of tests/witness/proc.py)."""
 
 ED_SEED = hashlib.sha256(b"fault-test witness ed25519").digest()
 ML_SEED = hashlib.sha256(b"fault-test witness ml-dsa-44").digest()
@@ -170,7 +170,7 @@ def _subtree_subproof(start: int, end: int, leaves: Sequence[bytes], known: bool
 
 
 def witness_signers(mldsa: bool = False) -> list[CosignatureV1Signer | SubtreeV1Signer]:
-    """The witness's cosignature keys as tests/witness_proc.py builds them from the seeds."""
+    """The witness's cosignature keys as tests/witness/proc.py builds them from the seeds."""
     ed = CosignatureV1Signer(WITNESS, ED_SEED)
     return [ed, SubtreeV1Signer(WITNESS, ML_SEED)] if mldsa else [ed]
 
@@ -214,7 +214,7 @@ def configure_state(
 
 
 class WitnessProcess:
-    """One ``tests/witness_proc.py`` server process on an existing state.
+    """One ``tests/witness/proc.py`` server process on an existing state.
 
     The constructor starts it and returns once it listens (:attr:`address`, e.g.
     ``http://127.0.0.1:40123``); its stderr goes to ``stderr_path``. Use as a context manager,

@@ -1,10 +1,10 @@
 """A witness server process for the witness's fault, race and hostile-input tests.
 
-tests/test_witness_faults.py runs this file as a separate OS process, so that races are between
+tests/witness/test_faults.py runs this file as a separate OS process, so that races are between
 real processes (each with its own state handle and database connection) and so that a server
 can be killed with SIGKILL::
 
-    sys.executable tests/witness_proc.py (--db PATH | --postgres CONNINFO) [options]
+    sys.executable tests/witness/proc.py (--db PATH | --postgres CONNINFO) [options]
 
 It builds the application with :func:`witness.server.make_app` and serves it with aiohttp's
 ``AppRunner``/``TCPSite``; it does not use ``witness/cli.py``. The state must exist (created and

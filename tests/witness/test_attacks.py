@@ -44,8 +44,9 @@ from typing import Any
 
 import pytest
 
+from tests.clirunner import command_env, run_module
 from tests.conftest import POSTGRES_URL, require_postgres
-from tests.witness.helpers import ED_SEED, ROOT, WITNESS, ForkLog, configure_state, leaf
+from tests.witness.helpers import ED_SEED, WITNESS, ForkLog, configure_state, leaf
 from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.keys import generate_key
 from tlog.witnessproto import origin_hash
@@ -177,10 +178,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
         config = tmp_path / "witness.toml"
         config.write_text(_toml(settings))
         stderr = tmp_path / "stderr.log"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        for var in ("TLOG_WITNESS_DB", "TLOG_WITNESS_POSTGRES"):
-            env.pop(var, None)
+        env = command_env(("TLOG_WITNESS_DB", "TLOG_WITNESS_POSTGRES"), root_on_path=True)
         with open(stderr, "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "witness.cli", "serve", "--config", str(config)],
@@ -890,11 +888,7 @@ def test_proven_inconsistency_is_kept_once(target: Target) -> None:
 def tool(cli: str, *args: str) -> bytes:
     """Run ``tlog`` or ``tlog-witness`` as a user would (exit 0 expected); its stdout."""
     module = {"tlog": "tlog.cli.command", "tlog-witness": "witness.cli"}[cli]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args], check=False, capture_output=True, env=env, timeout=60
-    )
+    done = run_module(module, *args, env=command_env(root_on_path=True), timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

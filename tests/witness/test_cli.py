@@ -16,10 +16,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
-import io
 import json
 import os
-import select
 import signal
 import socket
 import stat
@@ -39,13 +37,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import witness.cli
+from tests import clirunner
 from tlog.checkpoint import Checkpoint
-from tlog.cosignature import (
-    TYPE_COSIGNATURE_V1,
-    TYPE_SUBTREE_V1,
-    CosignatureV1Signer,
-    timestamp_of,
-)
+from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1, CosignatureV1Signer, timestamp_of
 from tlog.errors import MalformedError, UsageError
 from tlog.keys import SignerKey, generate_key, parse_signer_key, parse_vkey
 from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
@@ -80,79 +74,35 @@ CONFIG_TTL = 0.3
 VERBS = witness.cli._VERBS
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
+_clean_env = clirunner.clean_env_fixture(ENV_VARS)
 
 
 # --- running the command -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: bytes
-    err: str
-
-
-def run(*argv: str, stdin: bytes = b"") -> Result:
+def run(*argv: str, stdin: bytes = b"") -> clirunner.Result:
     """Run :func:`main` in-process with byte-buffer standard streams."""
-    saved = sys.stdin, sys.stdout, sys.stderr
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    sys.stdout, sys.stderr = out, err
-    try:
-        try:
-            code = main(list(argv))
-        except SystemExit as e:  # --help
-            code = int(e.code or 0)
-        out.flush()
-        err.flush()
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = saved
-    out_raw = out.buffer
-    err_raw = err.buffer
-    assert isinstance(out_raw, io.BytesIO) and isinstance(err_raw, io.BytesIO)
-    out_bytes, err_bytes = out_raw.getvalue(), err_raw.getvalue()
-    return Result(code, out_bytes, err_bytes.decode("utf-8"))
+    return clirunner.call_main(main, argv, stdin, catch_exit=True)  # --help exits
 
 
 def ok(*argv: str, stdin: bytes = b"") -> bytes:
-    r = run(*argv, stdin=stdin)
-    assert r.code == 0, r.err
-    assert r.err == ""
-    return r.out
+    return clirunner.expect_ok(run(*argv, stdin=stdin))
 
 
 def fails(code: int, *argv: str, stdin: bytes = b"") -> str:
     """Run, expect ``code`` and exactly one 'tlog-witness: VERB: ...' line on stderr."""
-    r = run(*argv, stdin=stdin)
-    assert r.code == code, (r.code, r.err)
-    assert r.err.endswith("\n") and r.err.count("\n") == 1, r.err
     verb = next((a for a in argv if a in VERBS), None)
-    assert r.err.startswith(f"tlog-witness: {verb}: " if verb else "tlog-witness: "), r.err
-    assert "Traceback" not in r.err
-    return r.err
+    prefix = f"tlog-witness: {verb}: " if verb else "tlog-witness: "
+    return clirunner.one_error_line(run(*argv, stdin=stdin), code, prefix)
 
 
 def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return clirunner.command_env(ENV_VARS, root_on_path=True)
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run ``python -m witness.cli`` as a subprocess, without TLOG_WITNESS_* variables."""
-    return subprocess.run(
-        [sys.executable, "-m", "witness.cli", *args],
-        capture_output=True,
-        cwd=cwd,
-        env=cli_env(),
-        timeout=60,
-        check=False,
-    )
+    return clirunner.run_module("witness.cli", *args, cwd=cwd, env=cli_env(), timeout=60)
 
 
 def cli_ok(*args: str, cwd: Path | None = None) -> bytes:
@@ -181,28 +131,9 @@ def serving(*args: str, stderr: Path, timeout: float = 20.0) -> Iterator[Server]
             env=cli_env(),
         )
     try:
-        assert proc.stdout is not None
-        vkeys: list[str] = []
-        deadline = time.monotonic() + timeout
-        url = None
-        pending = b""
-        fd = proc.stdout.fileno()
-        while url is None:
-            # os.read, not readline: a buffered reader would hide lines from select().
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                raise AssertionError(f"serve printed no address: {stderr.read_text()}")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise AssertionError(f"serve exited {proc.wait()}: {stderr.read_text()}")
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                line = raw.decode()
-                if line.startswith("vkey "):
-                    vkeys.append(line[5:])
-                elif line.startswith("listening on "):
-                    url = line[len("listening on ") :]
+        printed, _ = clirunner.read_until_listening(proc, stderr, timeout)
+        vkeys = [line[5:] for line in printed if line.startswith("vkey ")]
+        url = next(p for p in printed if p.startswith("listening on "))[len("listening on ") :]
         yield Server(proc, url, vkeys, stderr)
     finally:
         if proc.poll() is None:
@@ -393,14 +324,21 @@ def test_init_then_serve_with_defaults_only(tmp_path: Path) -> None:
         assert stop(srv) == 0
 
 
-def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
-    """specs.md §14 item 16: SIGKILL right after a 200; on restart the stored size is the
-    cosigned one (the 409 says so, and the monitoring endpoint serves it)."""
+def witness_following_a_log(tmp_path: Path) -> tuple[str, Log]:
+    """A witness initialised in ``tmp_path/w`` (its config file) that follows a new log."""
     wdir = tmp_path / "w"
     cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
     config = str(wdir / "witness.toml")
     log = Log()
     cli_ok("add-log", ORIGIN, "--key", log.vkey, "--config", config)
+    return config, log
+
+
+def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
+    """Edge case 16 (tlog-witness, https://c2sp.org/tlog-witness): SIGKILL right after a 200; on
+    restart the stored size is the cosigned one (the 409 says so, and the monitoring endpoint
+    serves it)."""
+    config, log = witness_following_a_log(tmp_path)
     log.grow(11)
     with serving("--config", config, "--listen", "127.0.0.1:0", stderr=tmp_path / "e1") as srv:
         r = requests.post(srv.url + "/add-checkpoint", data=log.request(0), timeout=10)
@@ -416,11 +354,7 @@ def test_edge_16_durability_kill_after_200(tmp_path: Path) -> None:
 
 
 def test_serve_prefixes_and_disabled_status_endpoints(tmp_path: Path) -> None:
-    wdir = tmp_path / "w"
-    cli_ok("init", "--name", WITNESS, "--dir", str(wdir))
-    config = str(wdir / "witness.toml")
-    log = Log()
-    cli_ok("add-log", ORIGIN, "--key", log.vkey, "--config", config)
+    config, log = witness_following_a_log(tmp_path)
     log.grow(3)
     args = ["--config", config, "--listen", "127.0.0.1:0", "--submission-prefix", "/w"]
     args += ["--monitoring-prefix", "/m", "--no-status-endpoints"]
@@ -582,8 +516,9 @@ def test_init_refuses_bad_name_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_edge_08_type_confusion_log_key_refused_as_witness_key(tmp_path: Path) -> None:
-    """specs.md §14 item 8: a 0x01 (note) key is not a 0x04 cosigner key; serve and vkey refuse
-    an Ed25519 log key file instead of signing cosignatures with the wrong type."""
+    """Edge case 8 (https://c2sp.org/tlog-cosignature): a 0x01 (note) key is not a 0x04 cosigner
+    key; serve and vkey refuse an Ed25519 log key file instead of signing cosignatures with the
+    wrong type."""
     ok("init", "--name", WITNESS, "--dir", str(tmp_path))
     note_key = tmp_path / "note.key"
     note_key.write_text(generate_key(WITNESS, TYPE_ED25519).format() + "\n")
@@ -920,7 +855,9 @@ def test_export_import_round_trip_and_refused_backwards(tmp_path: Path) -> None:
     assert json.loads(ok("list-logs", "--json", "--db", db_b).splitlines()[0])["size"] == 10
 
 
-def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
+def exported_state(tmp_path: Path) -> tuple[Log, bytes]:
+    """A witness initialised in ``tmp_path/a`` that cosigned a log at size 2, and its
+    ``export-state`` output."""
     ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
     db_a = str(tmp_path / "a" / "witness.db")
     witness_key = parse_signer_key((tmp_path / "a" / "witness.key").read_text())
@@ -928,7 +865,11 @@ def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
     ok("add-log", log.origin, "--key", log.vkey, "--db", db_a)
     log.grow(2)
     store(db_a, log, witness_key)
-    data = ok("export-state", "--db", db_a)
+    return log, ok("export-state", "--db", db_a)
+
+
+def test_import_state_verification_failure_exits_1(tmp_path: Path) -> None:
+    log, data = exported_state(tmp_path)
     # Swap the trusted key for another one: the cosigned note no longer verifies.
     forged = data.replace(log.vkey.encode(), Log().vkey.encode())
     err = fails(1, "import-state", "-", "--db", str(tmp_path / "b.db"), stdin=forged)
@@ -944,14 +885,7 @@ def test_refused_import_into_a_new_state_leaves_no_file(
     opened: a SQLite path that did not exist stays absent, with no -writer.lock, -wal or -shm
     beside it. A failure after creating it (the database) removes what this invocation made,
     and only that; an existing state is left exactly as it was."""
-    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "a"))
-    db_a = str(tmp_path / "a" / "witness.db")
-    witness_key = parse_signer_key((tmp_path / "a" / "witness.key").read_text())
-    log = Log()
-    ok("add-log", log.origin, "--key", log.vkey, "--db", db_a)
-    log.grow(2)
-    store(db_a, log, witness_key)
-    data = ok("export-state", "--db", db_a)
+    log, data = exported_state(tmp_path)
     forged = data.replace(log.vkey.encode(), Log().vkey.encode())
 
     new = tmp_path / "new"
@@ -976,6 +910,7 @@ def test_refused_import_into_a_new_state_leaves_no_file(
     assert os.listdir(new) == ["witness.db-writer.lock"]
     # An existing state is never removed, and stays as it was.
     before = {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")}
+    db_a = str(tmp_path / "a" / "witness.db")
     fails(4, "import-state", "-", "--db", db_a, stdin=data)
     fails(1, "import-state", "-", "--db", db_a, stdin=forged)
     assert {p: (tmp_path / "a" / p).read_bytes() for p in os.listdir(tmp_path / "a")} == before

@@ -6,16 +6,16 @@ and drives it with the synchronous client. Misbehaving witnesses are the real se
 extra middleware (a delay, a rewritten response) or a canned-response app where the real one
 never gives such an answer (a malformed 409, a 429 with a date, a 500).
 
-Covered: the 200 path (one and two keys), verification of the returned lines (unknown keys
-ignored, bad signatures, zero and future timestamps refused: specs.md §5.3 and §14 item 10),
-the 409 recovery loop (witness behind and ahead of the client's memory, bounded retries, the
-alarm when the witness holds more than the log, a witness newer than the note), the strict
-409 body (§14 item 12), the status mapping (400/403/404/405 rejected, 422 alarm, 429 busy,
-408/5xx/refused/timeout unavailable), the monitoring GET, and gather: 2-of-3 with a witness
-down and one slow, early stop, the deadline, no policy, remembered sizes, alarms.
+Covered: the 200 path (one and two keys), verification of the returned lines (unknown keys ignored,
+bad signatures, zero and future timestamps refused: https://c2sp.org/tlog-witness, edge case 10),
+the 409 recovery loop (witness behind and ahead of the client's memory, bounded retries, the alarm
+when the witness holds more than the log, a witness newer than the note), the strict 409 body (edge
+case 12), the status mapping (400/403/404/405 rejected, 422 alarm, 429 busy,
+408/5xx/refused/timeout unavailable), the monitoring GET, and gather: 2-of-3 with a witness down
+and one slow, early stop, the deadline, no policy, remembered sizes, alarms.
 
 :class:`ServerThread`, :class:`FakeLog` and :func:`start_witness` are reused by
-tests/test_witness_conformance.py and tests/test_store_publish.py.
+tests/witness/test_conformance.py and tests/store/test_publish.py.
 """
 
 from __future__ import annotations
@@ -81,6 +81,12 @@ class ServerThread:
         self.thread.start()
         self.runners: list[web.AppRunner] = []
 
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def serve(self, app: web.Application) -> str:
         """Start ``app`` on a free port; return its base URL ``http://127.0.0.1:PORT``."""
 
@@ -110,11 +116,8 @@ class ServerThread:
 
 @pytest.fixture
 def servers() -> Iterator[ServerThread]:
-    s = ServerThread()
-    try:
+    with ServerThread() as s:
         yield s
-    finally:
-        s.close()
 
 
 def refused_url() -> str:
@@ -387,7 +390,7 @@ def test_submit_uses_the_remembered_size(
         c.submit(log.note(3), lambda old: log.prove(old, 3), my_size=3)
         c.submit(log.note(8), lambda old: log.prove(old, 8), my_size=8)
         assert c.known_sizes() == {ORIGIN: 8}
-        # The same checkpoint again: old = size = 8, empty proof, a fresh 200 (§14 item 14).
+        # The same checkpoint again: old = size = 8, empty proof, a fresh 200 (edge case 14).
         c.submit(log.note(8), lambda old: log.prove(old, 8), my_size=8)
     assert w.requests == [200, 200, 200]
     # A size set from outside (a persisted one) is used too.
@@ -574,7 +577,7 @@ def test_canned_statuses(servers: ServerThread) -> None:
 
 
 def test_edge_12_409_body_parsed_strictly(servers: ServerThread) -> None:
-    # specs.md §5.3: a 409 whose Content-Type is not text/x.tlog.size or whose body is not
+    # tlog-witness: a 409 whose Content-Type is not text/x.tlog.size or whose body is not
     # exactly <decimal> LF is an error, never a size to act on.
     log = FakeLog()
     key = _witness_key("w.example")
@@ -667,6 +670,19 @@ def _rewritten(
     return w, w.client()
 
 
+def _assert_refused(
+    servers: ServerThread,
+    tmp_path: Path,
+    log: FakeLog,
+    make: Callable[[Witness, bytes], bytes],
+    match: str,
+) -> None:
+    """The client refuses the 200 body ``make`` gives (see :func:`_rewritten`), saying ``match``."""
+    _, c = _rewritten(servers, tmp_path, log, make)
+    with c, pytest.raises(WitnessBadResponse, match=match):
+        c.add_checkpoint(log.note(6), 0, [])
+
+
 def test_edge_10_zero_timestamp_rejected_by_client(
     servers: ServerThread, tmp_path: Path, log: FakeLog
 ) -> None:
@@ -676,9 +692,7 @@ def test_edge_10_zero_timestamp_rejected_by_client(
         s = w.signers[0]
         return _line(s.name, s.key_id, s.sign_at(text, 0))
 
-    _, c = _rewritten(servers, tmp_path, log, zero)
-    with c, pytest.raises(WitnessBadResponse, match="zero timestamp"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, zero, "zero timestamp")
 
 
 def test_future_timestamp_rejected(servers: ServerThread, tmp_path: Path, log: FakeLog) -> None:
@@ -686,9 +700,7 @@ def test_future_timestamp_rejected(servers: ServerThread, tmp_path: Path, log: F
         s = w.signers[0]
         return _line(s.name, s.key_id, s.sign_at(text, int(time.time()) + 3600))
 
-    _, c = _rewritten(servers, tmp_path, log, future)
-    with c, pytest.raises(WitnessBadResponse, match="more than 60 s after now"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, future, "more than 60 s after now")
 
 
 def test_bad_signature_and_no_known_line_rejected(
@@ -700,9 +712,7 @@ def test_bad_signature_and_no_known_line_rejected(
         sig[-1] ^= 1
         return _line(s.name, s.key_id, bytes(sig))
 
-    _, c = _rewritten(servers, tmp_path, log, flipped)
-    with c, pytest.raises(WitnessBadResponse, match="does not verify"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, flipped, "does not verify")
 
 
 def test_response_with_only_unknown_lines_rejected(
@@ -712,9 +722,7 @@ def test_response_with_only_unknown_lines_rejected(
         s = CosignatureV1Signer("someone.else", b"\x01" * 32)
         return _line(s.name, s.key_id, s.sign_at(text, int(time.time())))
 
-    _, c = _rewritten(servers, tmp_path, log, other)
-    with c, pytest.raises(WitnessBadResponse, match="no line from the configured key"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, other, "no line from the configured key")
 
 
 def test_two_different_lines_from_one_key_rejected(
@@ -727,9 +735,7 @@ def test_two_different_lines_from_one_key_rejected(
             s.name, s.key_id, s.sign_at(text, now - 1)
         )
 
-    _, c = _rewritten(servers, tmp_path, log, twice)
-    with c, pytest.raises(WitnessBadResponse, match="does not verify"):
-        c.add_checkpoint(log.note(6), 0, [])
+    _assert_refused(servers, tmp_path, log, twice, "does not verify")
 
 
 WITNESS_SIGNER = CosignatureV1Signer("w.example", hashlib.sha256(b"w.example").digest())

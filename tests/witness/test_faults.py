@@ -1,24 +1,24 @@
 """Fault, race and hostile-input tests of the witness: real server processes over real HTTP.
 
 Every test here runs the witness as separate OS processes — ``sys.executable
-tests/witness_proc.py`` (:class:`witness_helpers.WitnessProcess`), built on
-:func:`witness.server.make_app` — on a SQLite file or a fresh PostgreSQL schema, and judges
-the outcome from the test process with oracles of its own: the logs' Merkle trees
-(:class:`witness_helpers.ForkLog`), the log and witness public keys, and the state read through
-a separate handle (:func:`witness.open.open_state`).
+tests/witness/proc.py`` (:class:`tests.witness.helpers.WitnessProcess`), built on
+:func:`witness.server.make_app` — on a SQLite file or a fresh PostgreSQL schema, and judges the
+outcome from the test process with oracles of its own: the logs' Merkle trees
+(:class:`tests.witness.helpers.ForkLog`), the log and witness public keys, and the state read
+through a separate handle (:func:`witness.open.open_state`).
 
-Races (acceptance items 2 and 4; specs.md §5.5, §14 item 15). :data:`RACE_ROUNDS` rounds, each
-with a fresh origin: the log's first ``BASE`` leaves are cosigned, then
-:data:`RACE_REQUESTS` requests (16 per fork, each with a correct proof within its own fork) go
-out at once over as many client connections, spread over the server processes. Every round
-must cosign one fork only (zero split views); every 200 verifies over the winning fork's
-checkpoint; every 409 names a size the witness stored; every 422 is a request of the losing
-fork; the stored checkpoint is the largest cosigned one, on the winning fork, and the
-monitoring endpoint serves it with both signatures. Item 2: one process on SQLite. Item 4:
-two processes sharing one PostgreSQL schema (and, beyond the brief, two processes sharing one
-SQLite file); their JSON request logs show the compare-and-swap races the second process lost.
+Races (acceptance items 2 and 4; https://c2sp.org/tlog-witness, edge case 15). :data:`RACE_ROUNDS`
+rounds, each with a fresh origin: the log's first ``BASE`` leaves are cosigned, then
+:data:`RACE_REQUESTS` requests (16 per fork, each with a correct proof within its own fork) go out
+at once over as many client connections, spread over the server processes. Every round must cosign
+one fork only (zero split views); every 200 verifies over the winning fork's checkpoint; every 409
+names a size the witness stored; every 422 is a request of the losing fork; the stored checkpoint
+is the largest cosigned one, on the winning fork, and the monitoring endpoint serves it with both
+signatures. Item 2: one process on SQLite. Item 4: two processes sharing one PostgreSQL schema
+(and, beyond the brief, two processes sharing one SQLite file); their JSON request logs show the
+compare-and-swap races the second process lost.
 
-Crashes (acceptance item 3; §14 item 16). :data:`CRASH_CLIENTS` client threads keep submitting
+Crashes (acceptance item 3; edge case 16). :data:`CRASH_CLIENTS` client threads keep submitting
 valid, advancing checkpoints of :data:`CRASH_ORIGINS` logs (correct old sizes and proofs,
 resynchronising on 409) while the server is killed with SIGKILL at a random moment 10-300 ms
 after it starts listening, :data:`CRASH_KILLS` times per backend, and restarted on the same

@@ -4,15 +4,16 @@ Every test starts the aiohttp application on an ephemeral port (aiohttp's TestSe
 in-memory :class:`MemoryState` — thread-safe, with an honest compare-and-swap — and talks
 to it with aiohttp's client (or a raw socket where the exact bytes of a header matter).
 
-Covered: each status code and spec rule of tlog-witness add-checkpoint (specs.md §5.3/§5.4,
-§14 items 10-16, 19, 29-31), the torchwood litewitness conversation and the real
-sum.golang.org checkpoint (testdata/torchwood), the monitoring endpoint, sign-subtree with the
-draft-03 subtree consistency proof (every transparency-dev/merkle subtreeconsistency vector,
-testdata/transparency-dev-merkle), limits (413, 408, 429), the status page, /metrics, the
-JSON request log, the compare-and-swap under concurrency: two conflicting forks raced
-through two server instances sharing one state, 100 times; the group commit (batches, a
-refused swap, a failed batch), the per-process caches (configuration, stale stored state
-across two instances on one SQLite file or PostgreSQL schema) and the replay fast path.
+Covered: each status code and spec rule of tlog-witness add-checkpoint
+(https://c2sp.org/tlog-witness; edge cases 10-16, 19, 29-31 of tests/tlog/__init__.py), the
+torchwood litewitness conversation and the real sum.golang.org checkpoint (testdata/torchwood), the
+monitoring endpoint, sign-subtree with the draft-03 subtree consistency proof (every
+transparency-dev/merkle subtreeconsistency vector, testdata/transparency-dev-merkle), limits (413,
+408, 429), the status page, /metrics, the JSON request log, the compare-and-swap under concurrency:
+two conflicting forks raced through two server instances sharing one state, 100 times; the group
+commit (batches, a refused swap, a failed batch), the per-process caches (configuration, stale
+stored state across two instances on one SQLite file or PostgreSQL schema) and the replay fast
+path.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from tests.vectors import TESTDATA
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import (
     CosignatureV1Signer,
@@ -66,14 +68,7 @@ from tlog.merkle import (
     root,
     verify_subtree_consistency,
 )
-from tlog.note import (
-    Ed25519Signer,
-    Ed25519Verifier,
-    Signature,
-    format_note,
-    parse_note,
-    sign_note,
-)
+from tlog.note import Ed25519Signer, Ed25519Verifier, Signature, format_note, parse_note, sign_note
 from tlog.witnessproto import (
     MAX_REQUEST_SIZE,
     SIZE_CONTENT_TYPE,
@@ -90,7 +85,6 @@ from witness.server import make_app
 from witness.sqlstate import BackendError
 from witness.state import Cosigned, Evidence, LogConfig, WitnessState
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 SUBTREE_VECTORS = TESTDATA / "transparency-dev-merkle" / "testdata" / "subtreeconsistency"
 
 WITNESS = "witness.example/w1"
@@ -309,17 +303,9 @@ class Recorder(WitnessState):
     def all_latest(self) -> list[Cosigned]:
         return self.inner.all_latest()
 
-    def add_evidence(
-        self,
-        origin: str,
-        reason: str,
-        request: bytes,
-        stored_note: bytes | None,
-        at: int,
-        *,
-        proves: bytes | None = None,
-    ) -> int | None:
-        return self.inner.add_evidence(origin, reason, request, stored_note, at, proves=proves)
+    def add_evidence(self, *args: Any, **kwargs: Any) -> int | None:
+        # Passed through as given: the wrapper records nothing about evidence.
+        return self.inner.add_evidence(*args, **kwargs)
 
     def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
         return self.inner.evidence(origin, limit)
@@ -515,7 +501,7 @@ def run(
 
 def check_cosignatures(env: Env, body: bytes, text: bytes) -> list[Signature]:
     """A 200 body: exactly one line per witness key, each a valid cosignature of ``text``
-    with a non-zero timestamp (tlog-witness, §14 item 10)."""
+    with a non-zero timestamp (tlog-witness, edge case 10)."""
     sigs = parse_cosignature_response(body)
     assert sorted((s.name, s.key_id) for s in sigs) == sorted(
         (s.name, s.key_id) for s in env.signers
@@ -614,7 +600,7 @@ def test_make_app_preconditions() -> None:
     make_app(st_, [ed], name=WITNESS, submission_prefix="/a/b", monitoring_prefix="/a/b")
 
 
-# --- §14 item 11: one request per status row, status and body ------------------------------
+# --- edge case 11: one request per status row, status and body ------------------------------
 
 
 def test_edge_11_unknown_origin_404(backend: Backend) -> None:
@@ -640,7 +626,7 @@ def test_edge_11_bad_or_absent_trusted_signature_403(backend: Backend) -> None:
         impostor = Log(seed=b"another key").grow(2)
         r = await env.post(impostor.request(0, 2))
         assert (r.status, r.body) == (403, b"note has no verifiable signatures\n")
-        # The trusted key's name with another key ID is an unknown line too (§14 item 7).
+        # The trusted key's name with another key ID is an unknown line too (edge case 7).
         renamed = Signature(sig.name, sig.key_id ^ 1, sig.sig)
         r = await env.post(log.request(0, 2, note=text + b"\n" + renamed.line()))
         assert r.status == 403
@@ -758,7 +744,7 @@ def test_conflicting_checkpoint_at_stored_size_is_evidence_even_on_409(backend: 
     run(t, backend=backend)
 
 
-# --- §14 item 12: the 409 body and the exact Content-Type header ----------------------------
+# --- edge case 12: the 409 body and the exact Content-Type header ----------------------------
 
 
 async def raw_http(
@@ -816,7 +802,7 @@ def test_edge_12_conflict_body_and_content_type(backend: Backend) -> None:
     run(t, backend=backend)
 
 
-# --- §14 item 13: size 0, library semantics vs witness semantics ---------------------------
+# --- edge case 13: size 0, library semantics vs witness semantics ---------------------------
 
 
 def test_edge_13_size_zero_library_vs_witness(backend: Backend) -> None:
@@ -844,7 +830,7 @@ def test_edge_13_size_zero_library_vs_witness(backend: Backend) -> None:
     run(t, mldsa=True, backend=backend)
 
 
-# --- §14 item 14: equal sizes -------------------------------------------------------------
+# --- edge case 14: equal sizes -------------------------------------------------------------
 
 
 def test_edge_14_equal_sizes(backend: Backend) -> None:
@@ -873,18 +859,21 @@ def test_edge_14_equal_sizes(backend: Backend) -> None:
     run(t, mldsa=True, backend=backend)
 
 
-# --- §14 item 15: atomic compare-and-swap ----------------------------------------------------
+# --- edge case 15: atomic compare-and-swap ----------------------------------------------------
 
 
 async def two_servers(
-    backend: Backend, clock: FakeClock, delay: float = 0
+    backend: Backend, clock: FakeClock, delay: float = 0, logs: Sequence[Log] = ()
 ) -> tuple[contextlib.AsyncExitStack, Recorder, Recorder, Client, Client]:
     """Two witness instances ("processes"), each with its own handle on one state (for
     SQLite, its own connection to the file): only the state's compare-and-swap serialises
-    them. The two recorders share their Stats."""
+    them. The two recorders share their Stats. ``logs`` are added to the state (by the first
+    handle)."""
     stack = contextlib.AsyncExitStack()
     stats = Stats()
     states = [Recorder(backend.open(), stats, delay) for _ in range(2)]
+    for log in logs:
+        states[0].add_log(log.origin, (log.vkey,))
     clients = []
     for state in states:
         app = make_app(state, witness_signers(False), name=WITNESS, clock=clock)
@@ -898,10 +887,8 @@ def test_edge_15_compare_and_swap_concurrent_updates(backend: Backend) -> None:
     winner's size, and the stored size never decreases."""
 
     async def main() -> None:
-        clock = FakeClock()
         log = Log().grow(12)
-        stack, sa, sb, a, b = await two_servers(backend, clock)
-        sa.add_log(ORIGIN, (log.vkey,))
+        stack, sa, sb, a, b = await two_servers(backend, FakeClock(), logs=[log])
         async with stack:
             assert (await fetch(a, "POST", "/add-checkpoint", log.request(0, 3))).status == 200
             barrier = threading.Barrier(2, timeout=10)
@@ -926,26 +913,32 @@ def test_edge_15_compare_and_swap_concurrent_updates(backend: Backend) -> None:
     asyncio.run(main())
 
 
+def stall_at(
+    size: int,
+) -> tuple[threading.Event, threading.Event, Callable[[Cosigned | None, Cosigned], None]]:
+    """A ``before_cas`` hook that holds the swap to ``size``: it sets the first event once
+    there, then waits (10 s at most) for the second."""
+    stalled = threading.Event()
+    release = threading.Event()
+
+    def stall(expected: Cosigned | None, new: Cosigned) -> None:
+        if new.size == size:
+            stalled.set()
+            assert release.wait(10)
+
+    return stalled, release, stall
+
+
 def test_edge_15_rollback_race_between_processes(backend: Backend) -> None:
     """The spec's race: A (N -> N+5) is checked, then stalls before committing; B (N -> N+9)
     is checked, stored and cosigned; A then must not roll the witness back: 409 ``N+9``."""
 
     async def main() -> None:
-        clock = FakeClock()
         log = Log().grow(12)
-        stack, state, _, a, b = await two_servers(backend, clock)
-        state.add_log(ORIGIN, (log.vkey,))
+        stack, state, _, a, b = await two_servers(backend, FakeClock(), logs=[log])
         async with stack:
             assert (await fetch(a, "POST", "/add-checkpoint", log.request(0, 3))).status == 200
-            stalled = threading.Event()
-            release = threading.Event()
-
-            def stall(expected: Cosigned | None, new: Cosigned) -> None:
-                if new.size == 8:
-                    stalled.set()
-                    assert release.wait(10)
-
-            state.before_cas = stall
+            stalled, release, state.before_cas = stall_at(8)
             slow = asyncio.create_task(fetch(a, "POST", "/add-checkpoint", log.request(3, 8)))
             assert await asyncio.to_thread(stalled.wait, 10)
             fast = await fetch(b, "POST", "/add-checkpoint", log.request(3, 12))
@@ -968,15 +961,7 @@ def test_edge_15_rollback_race_within_one_process(backend: Backend) -> None:
     async def t(env: Env) -> None:
         log = env.add(Log().grow(12))
         assert (await env.post(log.request(0, 3))).status == 200
-        stalled = threading.Event()
-        release = threading.Event()
-
-        def stall(expected: Cosigned | None, new: Cosigned) -> None:
-            if new.size == 8:
-                stalled.set()
-                assert release.wait(10)
-
-        env.state.before_cas = stall
+        stalled, release, env.state.before_cas = stall_at(8)
         slow = asyncio.create_task(env.post(log.request(3, 8)))
         assert await asyncio.to_thread(stalled.wait, 10)
         fast = asyncio.create_task(env.post(log.request(3, 12)))
@@ -1085,7 +1070,7 @@ def test_concurrency_two_forks_cosign_one_fork_only(kind: str, trials: int, tmp_
         backend.close()
 
 
-# --- §14 item 16: durability: the response is the commitment ------------------------------
+# --- edge case 16: durability: the response is the commitment ------------------------------
 
 
 class FailingCasState(MemoryState):
@@ -1593,7 +1578,7 @@ def test_unknown_log_added_later_is_used_after_config_ttl(backend: Backend) -> N
     run(t, backend=backend, config_ttl=0.3)
 
 
-# --- §14 item 19: the proof line limit ----------------------------------------------------
+# --- edge case 19: the proof line limit ----------------------------------------------------
 
 
 def test_edge_19_proof_line_limit(backend: Backend) -> None:
@@ -1613,7 +1598,7 @@ def test_edge_19_proof_line_limit(backend: Backend) -> None:
     run(t, backend=backend)
 
 
-# --- §14 item 10: timestamps ---------------------------------------------------------------
+# --- edge case 10: timestamps ---------------------------------------------------------------
 
 
 def test_edge_10_timestamps_non_zero_monotonic_per_origin(backend: Backend) -> None:
@@ -1651,7 +1636,7 @@ def test_edge_10_clock_before_epoch_is_a_server_error() -> None:
     run(t)
 
 
-# --- §14 item 29: signature count and size limits --------------------------------------------
+# --- edge case 29: signature count and size limits --------------------------------------------
 
 
 def test_edge_29_signature_count_and_size_limits(backend: Backend) -> None:
@@ -1720,7 +1705,7 @@ def test_read_timeout_408() -> None:
     run(t, read_timeout=0.2)
 
 
-# --- §14 item 30: the monitoring path ------------------------------------------------------
+# --- edge case 30: the monitoring path ------------------------------------------------------
 
 
 def test_edge_30_monitoring_path(backend: Backend) -> None:
@@ -1775,7 +1760,7 @@ def test_monitoring_sees_logs_added_later() -> None:
     run(t, config_ttl=0)
 
 
-# --- §14 item 31: keys are selected by origin, whatever their name ---------------------------
+# --- edge case 31: keys are selected by origin, whatever their name ---------------------------
 
 
 def test_edge_31_key_lookup_by_origin(backend: Backend) -> None:
@@ -1821,17 +1806,8 @@ def test_litewitness_conversation() -> None:
         Ed25519Verifier(conv["origin"], bytes.fromhex(conv["log_public_key_hex"]))
     )
     ours = [200, 400, 404, 422, 422, 200, 409, 200, 409]
-    assert [s["want_status"] for s in conv["steps"]] == [
-        200,
-        403,
-        403,
-        422,
-        422,
-        200,
-        409,
-        200,
-        409,
-    ]
+    theirs = [200, 403, 403, 422, 422, 200, 409, 200, 409]  # litewitness's statuses
+    assert [s["want_status"] for s in conv["steps"]] == theirs
 
     async def main() -> None:
         state = MemoryState()
@@ -2388,7 +2364,7 @@ def test_sign_subtree_success(backend: Backend) -> None:
             assert r.status == 200, (start, end, r.body)
             [sig] = parse_cosignature_response(r.body)
             assert (sig.name, sig.key_id) == (WITNESS, env.ml.key_id)
-            assert timestamp_of(sig) == 0  # §14 item 10: sign-subtree requires 0
+            assert timestamp_of(sig) == 0  # edge case 10: sign-subtree requires 0
             assert sig.sig[:8] == b"\x00" * 8
             subtree = Subtree(ORIGIN, start, end, root(hashes[start:end]))
             assert verifier.verify_subtree(subtree, sig.sig)

@@ -3,8 +3,8 @@ processes on one state, as real processes on 127.0.0.1.
 
 Every server here is ``python -m witness.cli serve --workers 2 --listen 127.0.0.1:0`` on a
 SQLite state (the race also on a PostgreSQL schema) made by
-:func:`witness_helpers.configure_state`, signing with the fixed-seed witness key of
-tests/witness_helpers.py (so that :func:`witness_helpers.check_cosignatures` checks its
+:func:`tests.witness.helpers.configure_state`, signing with the fixed-seed witness key of
+tests/witness/helpers.py (so that :func:`tests.witness.helpers.check_cosignatures` checks its
 answers). Each request goes out on a new TCP connection (or, in the race, on its own
 connection of a pool), which the kernel hands to one of the workers (``SO_REUSEPORT``).
 
@@ -17,13 +17,14 @@ connection of a pool), which the kernel hands to one of the workers (``SO_REUSEP
   SIGTERM → exit 0, both workers gone, a ``worker-stop`` event for each and a final ``stop``.
 * SIGKILL of one worker → the supervisor stops the other and exits 1, naming the dead worker.
 * SIGKILL of the supervisor → the workers stop (``PR_SET_PDEATHSIG``) and free the port.
-* The two-fork race of tests/test_witness_faults.py (:func:`test_witness_faults.race_rounds`)
+* The two-fork race of tests/witness/test_faults.py (:func:`tests.witness.test_faults.race_rounds`)
   through one two-worker server: zero split views; both workers answered race requests
   (/metrics), and on SQLite some compare-and-swaps were lost from one worker to the other.
 * ``serve --check`` prints ``workers N`` (flag, file, default); a bad ``--workers`` exits 2
   with one line.
 
-Linux only: the process tree is read from /proc.
+Linux only: the process tree is read from /proc. ``serve --workers`` is docs/operator-guide.md
+§3; the protocol C2SP tlog-witness (https://c2sp.org/tlog-witness).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import http.client
 import json
 import os
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 
+from tests.clirunner import clean_env_fixture, read_until_listening
 from tests.witness.helpers import (
     ED_SEED,
     WITNESS,
@@ -76,16 +77,13 @@ SCRAPES = 20
 """/metrics requests in the two-worker test."""
 
 RACE_ROUNDS = 100
-"""Rounds of the two-fork race (each with a fresh origin), as in tests/test_witness_faults.py."""
+"""Rounds of the two-fork race (each with a fresh origin), as in tests/witness/test_faults.py."""
 
 VKEY = format_vkey(witness_verifiers()[0])
-"""The witness's vkey (tests/witness_helpers.py's fixed Ed25519 seed)."""
+"""The witness's vkey (tests/witness/helpers.py's fixed Ed25519 seed)."""
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
+_clean_env = clean_env_fixture(ENV_VARS)
 
 
 # --- the state, the server, the process tree ------------------------------------------------------
@@ -162,22 +160,7 @@ def supervisor(*args: str, stderr: Path, timeout: float = 30.0) -> Iterator[Supe
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=cli_env())
     sup: Supervisor | None = None
     try:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        printed: list[str] = []
-        pending = b""
-        while not any(line.startswith("listening on ") for line in printed):
-            # os.read, not readline: a buffered reader would hide lines from select().
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                raise AssertionError(f"serve printed no address: {stderr.read_text()}")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise AssertionError(f"serve exited {proc.wait()}: {stderr.read_text()}")
-            pending += chunk
-            *done, pending = pending.split(b"\n")
-            printed += [d.decode() for d in done]
+        printed, pending = read_until_listening(proc, stderr, timeout)
         url = next(p for p in printed if p.startswith("listening on ")).removeprefix(
             "listening on "
         )

@@ -1,4 +1,6 @@
-"""Conformance battery of the witness state (:class:`witness.state.WitnessState`).
+"""Conformance battery of the witness state (:class:`witness.state.WitnessState`): what a
+witness must persist, and atomically (C2SP tlog-witness, https://c2sp.org/tlog-witness;
+docs/operator-guide.md §5 for PostgreSQL).
 
 Every test taking ``backend`` runs on SQLite and on PostgreSQL (conftest.py: a fresh SQLite
 file, or a fresh PostgreSQL schema; TLOG_REQUIRE_POSTGRES=1 turns a missing server into a
