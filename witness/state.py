@@ -164,7 +164,7 @@ class WitnessState(abc.ABC):
     @abc.abstractmethod
     def export_state(self) -> bytes:
         """Every log's configuration and latest cosigned note, from one consistent snapshot,
-        in the strict line format of :mod:`witness.sqlstate` (``tlog-witness-state v1``).
+        in the strict line format of :mod:`witness.statefile` (``tlog-witness-state v1``).
 
         Evidence and request counts are not exported: they belong to the old deployment.
         """
