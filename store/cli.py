@@ -22,15 +22,19 @@ Verbs (every one takes the store options below)::
                       [--record-key VKEY]...
     tlog-store restore FILE [--record-key VKEY]... [--require-record-signatures] [--json]
 
+Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
+of :mod:`store.batch`, :mod:`store.verify`, :mod:`store.prove`, :mod:`store.publish` or
+:mod:`store.export` — with its argument parsing and its printing, declared once as a
+:class:`tlog.cli.run.Verb` in :func:`command`.
+
 Store options: ``--db PATH`` (a SQLite file, the embedded default; environment variable
 ``TLOG_STORE_DB``) or ``--postgres URL`` (a libpq connection string or URL;
 ``TLOG_STORE_POSTGRES``), exactly one; ``--tenant T`` (default ``default``); ``--key FILE`` (the
 log's Ed25519 signer key; ``TLOG_STORE_KEY``, and with SQLite by default ``<db path>.key``).
 Every verb accepts ``--key``, so that one set of store options serves them all, but only
 ``init``, ``checkpoint`` (unless ``--unsigned``), ``prove`` (when it must sign) and ``publish
---witness`` read it. A
-flag wins over the environment. Verbs other than ``init`` refuse a SQLite path that does not
-exist rather than create an empty database there.
+--witness`` read it. A flag wins over the environment. Verbs other than ``init`` refuse a
+SQLite path that does not exist rather than create an empty database there.
 
 Input formats (read as bytes and parsed strictly):
 
@@ -38,35 +42,19 @@ Input formats (read as bytes and parsed strictly):
   (:mod:`tlog.keys`); ``init`` creates one (mode 0600, never overwriting) when none exists. The
   key's own name does not matter: each tenant's checkpoints are signed under the name
   ``<origin>/<tenant>``, the tenant log's origin;
-* ``--data`` and batch lines: JSON (RFC 8259) with no repeated object key, no floating-point
-  number, no NaN or infinity, integers within +-(2^53-1), strings without lone surrogates, at
-  most 64 levels deep, and not ``null`` as a whole (a record without data leaves it out); the
-  store writes the canonical form (:mod:`tlog.journal`);
-* batch file (``append --batch``): JSON Lines, one object per line, every line ending in LF, no
-  empty line, no CR; each object has the key ``kind`` (a string) and optionally ``data`` (any
-  JSON value), ``case`` and ``effect_key`` (strings); any other key is refused with its line
-  number. The whole batch is appended atomically or not at all;
+* ``--data``: a record's data, strict JSON (:func:`store.batch.parse_data`); the store writes
+  the canonical form (:mod:`tlog.journal`);
+* batch file (``append --batch``): the JSON Lines batch format of :mod:`store.batch`, appended
+  atomically or not at all;
 * numbers (``--epoch``, ``--ttl``, ``--from``): canonical decimal, at most 2^63-1;
 * note (``publish``): a C2SP signed note, at most 1 MiB.
 
 Outputs go to standard output: see each verb's ``--help``. ``--json`` prints one JSON object
 (``read --json`` prints one object per record per line, JSON Lines, so that it streams).
 
-Exit status (:func:`main` is the one place that maps exceptions to statuses):
-
-==  ===================================================================================
- 0  success
- 1  verification failure: stored data, an export being restored, a proof or a cosignature
-    being published does not verify (CorruptError, tlog VerificationError, RestoreError),
-    ``prove`` of a run that is not sealed
- 2  unusable input or usage: malformed data, bad arguments, unreadable file
-    (MalformedError, UsageError, OSError, argparse errors)
- 3  refused by the store's rules (FencedError, LeaseHeldError, LeaseNotHeldError,
-    DuplicateEffectError, RunSealedError)
- 4  backend trouble (BackendError; CommitUnknownError: the write may or may not have been
-    written)
-==  ===================================================================================
-
+Exit status: 0 success, 1 does not verify, 2 unusable input or usage, 3 refused by the store's
+rules, 4 backend trouble, as ``tlog-store --help`` tells its users. Which exception gives which
+status is :data:`_STATUSES` (then the common rules of :mod:`tlog.cli.run`), the one mapping.
 Every failure prints exactly one line on standard error, ``tlog-store: <verb>: <message>``, and
 never a traceback. A closed standard output (``tlog-store ... | head``) ends the command silently
 with status 2. Exceptions other than :class:`tlog.errors.TlogError`, :class:`OSError` and
@@ -80,10 +68,11 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from store.api import Append, JournalStore
+from store.api import Append, JournalStore, Lease, Seal
+from store.batch import check_field, parse_batch, parse_data
 from store.errors import (
     BackendError,
     CommitUnknownError,
@@ -95,6 +84,15 @@ from store.errors import (
     RunSealedError,
 )
 from store.open import init_store, open_store
+from store.prove import NotSealedError, prove_run
+from store.publish import (
+    DEFAULT_TIMEOUT,
+    KeptCheckpoint,
+    publish_to_witnesses,
+    published_checkpoints,
+    witness_clients,
+)
+from store.verify import RunCheck, read_pages, verify_runs
 from tlog.checkpoint import Checkpoint
 from tlog.cli import files as clifiles
 from tlog.cli import run as clirun
@@ -106,29 +104,24 @@ from tlog.cli.files import (
     read_input,
     read_key_file,
 )
-from tlog.cli.run import Exit, add_verb, command_parser, decimal_arg, run, utf8_arg, write_stdout
+from tlog.cli.run import Command, Exit, Verb, decimal_arg, utf8_arg, write_stdout
 from tlog.encoding import b64encode
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.export import ExportFormatError
 from tlog.journal import (
-    GENESIS,
-    ChainError,
     Record,
-    canonical_json,
     check_case_id,
     check_effect_key,
     check_kind,
     check_outcome,
     check_run_id,
     check_tenant,
-    parse_json,
-    seal_outcome,
-    verify_chain,
 )
 from tlog.keys import SignerKey, generate_key
-from tlog.merkle import leaf_hash, verify_inclusion
 from tlog.note import MAX_NOTE_SIZE, TYPE_ED25519, check_key_name, parse_note
-from tlog.proof import TlogProof
+from tlog.policy import Policy
+
+__all__ = ["NotSealedError", "build_parser", "command", "main"]
 
 EXIT_OK = clirun.EXIT_OK
 EXIT_UNVERIFIED = clirun.EXIT_UNVERIFIED
@@ -146,11 +139,8 @@ MAX_KEY_FILE_SIZE = clifiles.MAX_KEY_FILE_SIZE
 READ_PAGE = 1000
 """Records fetched per query by ``read`` and ``verify``: output streams, memory stays flat."""
 
-_BATCH_KEYS = frozenset({"kind", "data", "case", "effect_key"})
-
-
-class NotSealedError(VerificationError):
-    """``prove`` of a run that is not sealed: nothing proves that it is in the log."""
+DEFAULT_PUBLISH_TIMEOUT = DEFAULT_TIMEOUT
+"""Seconds ``publish --witness`` waits for the witnesses, all requests included."""
 
 
 # --- input -----------------------------------------------------------------------------------
@@ -171,79 +161,20 @@ def _run_arg(text: str) -> str:
     return text
 
 
-def _parse_json(text: str, where: str) -> Any:
-    """Parse one JSON value strictly enough that the store can write it canonically.
-
-    Whitespace and key order are free (the store canonicalises); repeated keys, floats, NaN,
-    integers beyond +-(2^53-1) and lone surrogates are refused, naming ``where``.
-    """
-    try:
-        value = parse_json(text)
-    except MalformedError as e:
-        raise MalformedError(f"{where}: {e}") from None
-    try:
-        canonical_json(value)
-    except MalformedError as e:
-        raise MalformedError(f"{where}: {e}") from None
-    except UnicodeEncodeError:
-        # "\ud800" parses to a lone surrogate, which has no UTF-8 form.
-        raise MalformedError(f"{where} holds a lone surrogate (not valid Unicode)") from None
-    except RecursionError:
-        raise MalformedError(f"{where} nests too deeply") from None
-    return value
-
-
-def _check_field(check: Callable[[str], None], value: object, name: str, where: str) -> str:
-    if not isinstance(value, str):
-        raise MalformedError(f"{where}: {name!r} is not a string")
-    try:
-        value.encode("utf-8")
-        check(value)
-    except UnicodeEncodeError:
-        raise MalformedError(f"{where}: {name!r} holds a lone surrogate") from None
-    except MalformedError as e:
-        raise MalformedError(f"{where}: {e}") from None
-    return value
-
-
-def _batch(data: bytes, run: str, what: str) -> list[Append]:
-    """Parse a JSON Lines batch file into appends to ``run`` (see the module docstring)."""
-    if not data:
-        raise MalformedError(f"{what} holds no records")
-    if not data.endswith(b"\n"):
-        raise MalformedError(f"{what} does not end in a newline")
-    batch = []
-    for i, line in enumerate(data[:-1].split(b"\n"), 1):
-        where = f"{what} line {i}"
-        if not line:
-            raise MalformedError(f"{where} is empty")
-        if b"\r" in line:
-            raise MalformedError(f"{where} contains a carriage return (lines end in LF alone)")
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise MalformedError(f"{where} is not valid UTF-8 (byte {e.start})") from None
-        obj = _parse_json(text, where)
-        if not isinstance(obj, dict):
-            raise MalformedError(f"{where} is not a JSON object")
-        unknown = sorted(set(obj) - _BATCH_KEYS)
-        if unknown:
-            raise MalformedError(
-                f"{where} has unknown key {unknown[0]!r} (known: kind, data, case, effect_key)"
-            )
-        if "kind" not in obj:
-            raise MalformedError(f"{where} has no 'kind'")
-        kind = _check_field(check_kind, obj["kind"], "kind", where)
-        case = effect_key = None
-        if "case" in obj:
-            case = _check_field(check_case_id, obj["case"], "case", where)
-        if "effect_key" in obj:
-            effect_key = _check_field(check_effect_key, obj["effect_key"], "effect_key", where)
-        if "data" in obj:
-            batch.append(Append(run, kind, obj["data"], case=case, effect_key=effect_key))
-        else:
-            batch.append(Append(run, kind, case=case, effect_key=effect_key))
-    return batch
+def _vkey_args(flags: Sequence[str], files: Sequence[str], what: str) -> list[str]:
+    """Vkeys from repeated flags and from files of one vkey per line (each line ending in LF)."""
+    vkeys = [utf8_arg(v, f"--{what}-key") for v in flags]
+    for path in files:
+        source = f"{what} key file {input_name(path)}"
+        data = read_input(path, MAX_NOTE_SIZE)
+        if data and not data.endswith(b"\n"):
+            raise MalformedError(f"{source} does not end in a newline")
+        for i, line in enumerate(data[:-1].split(b"\n") if data else [], 1):
+            try:
+                vkeys.append(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise MalformedError(f"{source} line {i} is not UTF-8") from None
+    return vkeys
 
 
 # --- output ----------------------------------------------------------------------------------
@@ -293,12 +224,6 @@ def _backend(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return db, pg
 
 
-def _existing(db: str | None) -> None:
-    """Refuse a SQLite path with no file: opening it would create an empty database there."""
-    if db is not None and not os.path.exists(db):
-        raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
-
-
 def _tenant(args: argparse.Namespace) -> str:
     tenant: str = utf8_arg(args.tenant, "--tenant")
     check_tenant(tenant)
@@ -328,7 +253,9 @@ def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
     """Open the store the arguments name, for their tenant; with the log key when ``key``."""
     db, pg = _backend(args)
     tenant = _tenant(args)
-    _existing(db)
+    if db is not None and not os.path.exists(db):
+        # Opening it would create an empty database there.
+        raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
     signer = _read_key(_key_path(args, db)) if key else None
     return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
 
@@ -336,20 +263,24 @@ def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
 # --- init, vkey --------------------------------------------------------------------------------
 
 
-def _cmd_init(args: argparse.Namespace) -> int:
-    origin = _text_arg(args.origin, "--origin")
-    db, pg = _backend(args)
-    tenant = _tenant(args)
-    path = _key_path(args, db)
-    created = False
+def _init_key(path: str, origin: str, tenant: str) -> tuple[SignerKey, bool]:
+    """The log key in ``path``, made there (mode 0600) when there is none; and whether made."""
     try:
-        key = _read_key(path)
+        return _read_key(path), False
     except FileNotFoundError:
         key = generate_key(origin)
         # Fail before writing anything when the tenant log's key name is not valid.
         check_key_name(f"{origin}/{tenant}")
         create_private(path, (key.format() + "\n").encode("utf-8"))
-        created = True
+        return key, True
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    origin = _text_arg(args.origin, "--origin")
+    db, pg = _backend(args)
+    tenant = _tenant(args)
+    path = _key_path(args, db)
+    key, created = _init_key(path, origin, tenant)
     try:
         check_key_name(f"{origin}/{tenant}")
         init_store(db=db, postgres=pg, origin=origin, key=key)
@@ -378,11 +309,12 @@ def _cmd_vkey(args: argparse.Namespace) -> int:
 # --- leases --------------------------------------------------------------------------------------
 
 
-def _write_lease(args: argparse.Namespace, lease: Any) -> None:
+def _write_lease(args: argparse.Namespace, lease: Lease) -> int:
     if args.json:
         _write_json(_jsonable(lease))
     else:
         write_stdout(f"{lease.epoch}\n")
+    return EXIT_OK
 
 
 def _cmd_acquire(args: argparse.Namespace) -> int:
@@ -390,8 +322,7 @@ def _cmd_acquire(args: argparse.Namespace) -> int:
     owner = _text_arg(args.owner, "--owner")
     ttl = decimal_arg(args.ttl, "--ttl", 1)
     with _open(args) as store:
-        _write_lease(args, store.acquire(run, owner, ttl))
-    return EXIT_OK
+        return _write_lease(args, store.acquire(run, owner, ttl))
 
 
 def _cmd_renew(args: argparse.Namespace) -> int:
@@ -400,8 +331,7 @@ def _cmd_renew(args: argparse.Namespace) -> int:
     epoch = decimal_arg(args.epoch, "--epoch", 1)
     ttl = decimal_arg(args.ttl, "--ttl", 1)
     with _open(args) as store:
-        _write_lease(args, store.renew(run, owner, epoch, ttl))
-    return EXIT_OK
+        return _write_lease(args, store.renew(run, owner, epoch, ttl))
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -415,31 +345,36 @@ def _cmd_release(args: argparse.Namespace) -> int:
 # --- records -------------------------------------------------------------------------------------
 
 
+def _record_from_flags(args: argparse.Namespace, run: str) -> Append:
+    """The one record that --kind, --data, --case and --effect-key describe."""
+    kind = check_field(check_kind, args.kind, "kind", "--kind")
+    case = effect_key = None
+    if args.case is not None:
+        case = check_field(check_case_id, args.case, "case", "--case")
+    if args.effect_key is not None:
+        effect_key = check_field(check_effect_key, args.effect_key, "effect_key", "--effect-key")
+    if args.data is None:
+        return Append(run, kind, case=case, effect_key=effect_key)
+    data = parse_data(utf8_arg(args.data, "--data"), "--data")
+    return Append(run, kind, data, case=case, effect_key=effect_key)
+
+
+def _batch_from_file(args: argparse.Namespace, run: str) -> list[Append]:
+    for flag, value in (("--data", args.data), ("--case", args.case)):
+        if value is not None:
+            raise UsageError(f"{flag} goes with --kind; batch lines carry their own")
+    if args.effect_key is not None:
+        raise UsageError("--effect-key goes with --kind; batch lines carry their own")
+    return parse_batch(read_input(args.batch), run, f"batch {input_name(args.batch)}")
+
+
 def _cmd_append(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
     epoch = decimal_arg(args.epoch, "--epoch", 1)
     if args.batch is not None:
-        for flag, value in (("--data", args.data), ("--case", args.case)):
-            if value is not None:
-                raise UsageError(f"{flag} goes with --kind; batch lines carry their own")
-        if args.effect_key is not None:
-            raise UsageError("--effect-key goes with --kind; batch lines carry their own")
-        batch = _batch(read_input(args.batch), run, f"batch {input_name(args.batch)}")
+        batch = _batch_from_file(args, run)
     else:
-        where = "--kind"
-        kind = _check_field(check_kind, args.kind, "kind", where)
-        case = effect_key = None
-        if args.case is not None:
-            case = _check_field(check_case_id, args.case, "case", "--case")
-        if args.effect_key is not None:
-            effect_key = _check_field(
-                check_effect_key, args.effect_key, "effect_key", "--effect-key"
-            )
-        if args.data is not None:
-            data = _parse_json(utf8_arg(args.data, "--data"), "--data")
-            batch = [Append(run, kind, data, case=case, effect_key=effect_key)]
-        else:
-            batch = [Append(run, kind, case=case, effect_key=effect_key)]
+        batch = [_record_from_flags(args, run)]
     with _open(args) as store:
         records = store.append(epoch, batch)
     if args.json:
@@ -460,7 +395,7 @@ def _cmd_seal(args: argparse.Namespace) -> int:
     except MalformedError as e:
         raise MalformedError(f"--outcome: {e}") from None
     with _open(args) as store:
-        seal = store.seal(run, epoch, outcome)
+        seal: Seal = store.seal(run, epoch, outcome)
     if args.json:
         _write_json(_jsonable(seal))
     else:
@@ -479,125 +414,63 @@ def _cmd_head(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _record_json(r: Record) -> bytes:
+    obj: dict[str, Any] = {
+        "seq": r.seq,
+        "hash": b64encode(r.hash),
+        "prev_hash": b64encode(r.prev_hash),
+        "raw": r.raw.decode("utf-8"),
+    }
+    if r.signature is not None:
+        obj["signature"] = {
+            "name": r.signature.name,
+            "key_id": f"{r.signature.key_id:08x}",
+            "sig": b64encode(r.signature.sig),
+        }
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
 def _cmd_read(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
     seq = 1 if args.from_seq is None else decimal_arg(args.from_seq, "--from", 1)
-    prev: bytes | None = GENESIS if seq == 1 else None
     with _open(args) as store:
-        while True:
-            page = store.read_page(run, seq, READ_PAGE)
-            out = []
-            for r in page:
-                # The store checks each record's hash; the links between them are checked here,
-                # across pages too, so that what is printed is one chain.
-                if r.seq != seq:
-                    raise CorruptError(f"sequence gap: expected record {seq}", run, r.seq)
-                if prev is not None and r.prev_hash != prev:
-                    raise CorruptError("does not link to the previous record's hash", run, r.seq)
-                prev, seq = r.hash, seq + 1
-                if args.json:
-                    obj: dict[str, Any] = {
-                        "seq": r.seq,
-                        "hash": b64encode(r.hash),
-                        "prev_hash": b64encode(r.prev_hash),
-                        "raw": r.raw.decode("utf-8"),
-                    }
-                    if r.signature is not None:
-                        obj["signature"] = {
-                            "name": r.signature.name,
-                            "key_id": f"{r.signature.key_id:08x}",
-                            "sig": b64encode(r.signature.sig),
-                        }
-                    out.append(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
-                else:
-                    out.append(b"%d %s %s\n" % (r.seq, b64encode(r.hash).encode(), r.raw))
-            write_stdout(b"".join(out))
-            if len(page) < READ_PAGE:
-                return EXIT_OK
+        # Page by page: what is printed is one checked chain, and a fault stops the listing.
+        for page in read_pages(store, run, seq, READ_PAGE):
+            if args.json:
+                write_stdout(b"".join(_record_json(r) for r in page))
+            else:
+                write_stdout(
+                    b"".join(
+                        b"%d %s %s\n" % (r.seq, b64encode(r.hash).encode(), r.raw) for r in page
+                    )
+                )
+    return EXIT_OK
 
 
-def _all_runs(store: JournalStore) -> Iterator[str]:
-    after: str | None = None
-    while True:
-        page = store.runs(after, READ_PAGE)
-        yield from page
-        if len(page) < READ_PAGE:
-            return
-        after = page[-1]
-
-
-def _chain_to(store: JournalStore, run: str, last: int) -> Iterator[Record]:
-    """Records 1..``last`` of ``run``, page by page (records appended meanwhile are not read)."""
-    seq = 1
-    while seq <= last:
-        page = store.read_page(run, seq, min(READ_PAGE, last - seq + 1))
-        yield from page
-        if not page:
-            return
-        seq = page[-1].seq + 1
-
-
-def _verify_run(store: JournalStore, run: str, cp: Checkpoint) -> tuple[dict[str, Any], Checkpoint]:
-    """Check one run: its chain, its head, and if sealed its seal and its leaf in the log.
-
-    Safe while writers work: the seal is read before the head (a sealed run no longer changes),
-    the chain is checked up to the head that was read, and a run sealed after ``cp`` is proven
-    against a fresh checkpoint (the log only grows). Returns the result and the checkpoint used.
-    """
-    seal = store.sealed(run)
-    head = store.head(run)
-    if head.seq == 0:
-        raise UsageError(f"run {run} has no records")
-    count = 0
-    final: Record | None = None
-
-    def counted() -> Iterator[Record]:
-        nonlocal count, final
-        for r in _chain_to(store, run, head.seq):
-            count += 1
-            final = r
-            yield r
-
-    try:
-        last = verify_chain(counted(), run)
-    except ChainError as e:
-        raise CorruptError(str(e).removeprefix(f"run {run} record {e.seq}: "), run, e.seq) from None
-    if count != head.seq:
-        raise CorruptError(f"the head is record {head.seq} but the chain ends at {count}", run)
-    if last != head.hash:
-        raise CorruptError("the stored head is not the chain's last hash", run)
-    result: dict[str, Any] = {"run": run, "records": head.seq, "head": b64encode(last)}
-    if seal is None:
-        result["sealed"] = None
-        return result, cp
-    if seal.head != last:
-        raise CorruptError("the seal's head is not the chain's last hash", run)
-    assert final is not None
-    if seal_outcome(final.body()) != seal.outcome:
-        raise CorruptError(f"the last record is not the seal record naming {seal.outcome}", run)
-    if seal.position >= cp.size:
-        cp = store.checkpoint()
-    inc = store.inclusion_proof(run, cp.size)
-    if inc is None or inc.index != seal.position or inc.head != seal.head:
-        raise CorruptError(f"the seal at log position {seal.position} is not in the log", run)
-    verify_inclusion(inc.index, cp.size, leaf_hash(seal.head), inc.proof, cp.root)
-    result["sealed"] = {"position": seal.position, "outcome": seal.outcome}
-    return result, cp
+def _check_json(check: RunCheck) -> dict[str, Any]:
+    seal = check.seal
+    sealed = None if seal is None else {"position": seal.position, "outcome": seal.outcome}
+    return {
+        "run": check.run,
+        "records": check.records,
+        "head": b64encode(check.head),
+        "sealed": sealed,
+    }
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     runs = [_run_arg(r) for r in args.runs]
+    results = []
     with _open(args) as store:
         cp = store.checkpoint()
-        results = []
-        for run in runs or _all_runs(store):
-            r, cp = _verify_run(store, run, cp)
+        for check in verify_runs(store, runs, cp, READ_PAGE):
+            cp = check.checkpoint
             if args.json:
-                results.append(r)
+                results.append(_check_json(check))
                 continue
-            line = f"ok {run} records {r['records']} head {r['head']}"
-            if r["sealed"] is not None:
-                line += f" sealed {r['sealed']['position']} {r['sealed']['outcome']}"
+            line = f"ok {check.run} records {check.records} head {b64encode(check.head)}"
+            if check.seal is not None:
+                line += f" sealed {check.seal.position} {check.seal.outcome}"
             write_stdout(line + "\n")
     if args.json:
         _write_json({"origin": cp.origin, "size": cp.size, "runs": results})
@@ -619,8 +492,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     with _open(args, key=True) as store:
         note = store.sign_checkpoint()
     if args.json:
-        text, _ = parse_note(note)
-        cp = Checkpoint.parse(text)
+        cp = Checkpoint.parse(parse_note(note)[0])
         _write_json(
             {
                 "origin": cp.origin,
@@ -632,10 +504,6 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     else:
         write_stdout(note)
     return EXIT_OK
-
-
-DEFAULT_PUBLISH_TIMEOUT = 10
-"""Seconds ``publish --witness`` waits for the witnesses, all requests included."""
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -666,12 +534,17 @@ def _witness_spec(text: str) -> tuple[str, str]:
     return url, vkey
 
 
-def _publish_to_witnesses(args: argparse.Namespace) -> int:
-    """Sign the current checkpoint, gather cosignatures, keep them, report (see the epilog)."""
-    # The CLI composes packages: the store library itself never imports witness.
-    from tlog.policy import Policy  # noqa: PLC0415
-    from witness.client import WitnessClient, gather  # noqa: PLC0415
+def _policy_arg(path: str | None) -> Policy | None:
+    if path is None:
+        return None
+    try:
+        return Policy.parse(read_input(path, MAX_NOTE_SIZE))
+    except MalformedError as e:
+        raise MalformedError(f"policy {input_name(path)}: {e}") from None
 
+
+def _publish_to_witnesses(args: argparse.Namespace) -> int:
+    """``publish --witness``: :func:`store.publish.publish_to_witnesses`, then its report."""
     specs = [_witness_spec(w) for w in args.witness]
     if args.witness_key or args.witness_keys:
         raise UsageError("--witness-key and --witness-keys go with FILE (--witness names its keys)")
@@ -680,91 +553,47 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
         if args.timeout is None
         else decimal_arg(args.timeout, "--timeout", 1)
     )
-    policy = None
-    if args.policy is not None:
-        try:
-            policy = Policy.parse(read_input(args.policy, MAX_NOTE_SIZE))
-        except MalformedError as e:
-            raise MalformedError(f"policy {input_name(args.policy)}: {e}") from None
-    clients: list[WitnessClient] = []
+    policy = _policy_arg(args.policy)
+    clients = witness_clients(specs, timeout=timeout, what="--witness")
     try:
-        for url, vkey in specs:
-            try:
-                clients.append(WitnessClient(url, [vkey], timeout=timeout))
-            except (MalformedError, UsageError) as e:
-                raise type(e)(f"--witness {url}: {e}") from None
         with _open(args, key=True) as store:
-            if policy is not None and policy.logs:
-                log = store.log_vkey
-                if all(x.vkey != log for x in policy.logs):
-                    raise UsageError(f"the policy lists logs, but not this log's key {log}")
-            note = store.sign_checkpoint()
-            size = Checkpoint.parse(parse_note(note)[0]).size
-            result = gather(
-                note,
-                clients,
-                lambda old: store.consistency_proof(old, size),
-                policy,
-                # Read when a witness answers 409: another publisher may have grown the log.
-                my_size=lambda: store.checkpoint().size,
-                deadline=timeout,
-                # Every cosignature that comes within the deadline is kept, not only a quorum.
-                stop_early=False,
-            )
-            kept = (
-                store.add_cosignatures(result.note, witness_keys=[vkey for _, vkey in specs])
-                if result.note != note
-                else note
-            )
+            done = publish_to_witnesses(store, clients, policy=policy, timeout=timeout)
     finally:
         for c in clients:
             c.close()
-    write_stdout("".join(f"witness {o.summary()}\n" for o in result.outcomes))
-    write_stdout(kept)
-    problems = [f"ALARM from {o.summary()}" for o in result.alarms]
-    if not result.quorum_met:
-        problems.append(result.shortfall)
-    if problems:
-        count = len(parse_note(kept)[1]) - 1
-        raise VerificationError(
-            "; ".join(problems) + f" (the signed checkpoint is kept with {count} other signature"
-            f"{'s' if count != 1 else ''})"
-        )
+    write_stdout("".join(f"witness {o.summary()}\n" for o in done.outcomes))
+    write_stdout(done.note)
+    done.check()
     return EXIT_OK
 
 
-def _describe_note(note: bytes) -> dict[str, Any]:
-    text, sigs = parse_note(note)
-    cp = Checkpoint.parse(text)
+def _kept_json(kept: KeptCheckpoint) -> dict[str, Any]:
     return {
-        "size": cp.size,
-        "root": b64encode(cp.root),
-        "signers": [{"name": s.name, "key_id": f"{s.key_id:08x}"} for s in sigs],
-        "note": note.decode("utf-8"),
+        "size": kept.size,
+        "root": b64encode(kept.root),
+        "signers": [{"name": name, "key_id": f"{key_id:08x}"} for name, key_id in kept.signers],
+        "note": kept.note.decode("utf-8"),
     }
 
 
 def _cmd_published(args: argparse.Namespace) -> int:
     with _open(args) as store:
-        notes = [_describe_note(n) for n in store.published()]
+        kept = published_checkpoints(store)
     if args.json:
-        _write_json({"checkpoints": notes})
+        _write_json({"checkpoints": [_kept_json(k) for k in kept]})
     else:
-        lines = []
-        for n in notes:
-            signers = " ".join(f"{s['name']}+{s['key_id']}" for s in n["signers"])
-            lines.append(f"{n['size']} {n['root']} {signers}\n")
-        write_stdout("".join(lines))
+        write_stdout(
+            "".join(
+                f"{k.size} {b64encode(k.root)} "
+                + " ".join(f"{name}+{key_id:08x}" for name, key_id in k.signers)
+                + "\n"
+                for k in kept
+            )
+        )
     return EXIT_OK
 
 
-def _proof_checkpoint(store: JournalStore, position: int, args: argparse.Namespace) -> bytes:
-    """The newest kept checkpoint covering ``position``, else a newly signed one."""
-    kept = store.published()
-    if kept:
-        text, _ = parse_note(kept[-1])
-        if Checkpoint.parse(text).size > position:
-            return kept[-1]
+def _sign_now(args: argparse.Namespace) -> bytes:
     # Only now is the log key needed: a second handle that can sign.
     with _open(args, key=True) as signing:
         return signing.sign_checkpoint()
@@ -773,21 +602,7 @@ def _proof_checkpoint(store: JournalStore, position: int, args: argparse.Namespa
 def _cmd_prove(args: argparse.Namespace) -> int:
     run = _run_arg(args.run)
     with _open(args) as store:
-        seal = store.sealed(run)
-        if seal is None:
-            raise NotSealedError(f"run {run} is not sealed, so it is not in the log")
-        # The proof vouches for the head: check first that the run's records still give it.
-        if store.verify(run) != seal.head:
-            raise CorruptError("the seal's head is not the chain's last hash", run)
-        note = _proof_checkpoint(store, seal.position, args)
-        text, _ = parse_note(note)
-        cp = Checkpoint.parse(text)
-        inc = store.inclusion_proof(run, cp.size)
-        if inc is None or inc.index != seal.position or inc.head != seal.head:
-            raise CorruptError(f"the seal at log position {seal.position} is not in the log", run)
-    # Never hand out a proof that does not verify against its own checkpoint.
-    verify_inclusion(inc.index, cp.size, leaf_hash(seal.head), inc.proof, cp.root)
-    data = TlogProof(inc.index, inc.proof, note, seal.head).format()
+        data = prove_run(store, run, sign=lambda: _sign_now(args)).format()
     if is_stdin(args.out):
         write_stdout(data)
     else:
@@ -797,22 +612,6 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 
 
 # --- export, restore -----------------------------------------------------------------------------
-
-
-def _vkey_args(flags: Sequence[str], files: Sequence[str], what: str) -> list[str]:
-    """Vkeys from repeated flags and from files of one vkey per line (each line ending in LF)."""
-    vkeys = [utf8_arg(v, f"--{what}-key") for v in flags]
-    for path in files:
-        source = f"{what} key file {input_name(path)}"
-        data = read_input(path, MAX_NOTE_SIZE)
-        if data and not data.endswith(b"\n"):
-            raise MalformedError(f"{source} does not end in a newline")
-        for i, line in enumerate(data[:-1].split(b"\n") if data else [], 1):
-            try:
-                vkeys.append(line.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise MalformedError(f"{source} line {i} is not UTF-8") from None
-    return vkeys
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -859,7 +658,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# --- argument parsing ----------------------------------------------------------------------------
+# --- help texts ----------------------------------------------------------------------------------
 
 
 _EPILOG_MAIN = """\
@@ -1132,17 +931,14 @@ examples:
 """
 
 
-def _add_parser(
-    subparsers: Any,
-    name: str,
-    help_text: str,
-    epilog: str,
-    func: Callable[[argparse.Namespace], int],
-    *,
-    key: bool = False,
-    json_flag: bool = True,
-) -> argparse.ArgumentParser:
-    p = add_verb(subparsers, name, help_text, epilog, func)
+# --- the verbs -----------------------------------------------------------------------------------
+
+
+def _store_options(p: argparse.ArgumentParser, options: frozenset[str]) -> None:
+    """The store options every verb takes, and ``--json`` for the verbs with ``"json"``.
+
+    Added before the verb's own arguments, so that usage lines and help list them first.
+    """
     g = p.add_argument_group("store options")
     where = g.add_mutually_exclusive_group()
     where.add_argument("--db", metavar="PATH", help=f"SQLite store file (env {ENV_DB})")
@@ -1151,55 +947,71 @@ def _add_parser(
         "--tenant", default=DEFAULT_TENANT, metavar="T", help="tenant (default: default)"
     )
     # Every verb takes --key, so that one set of store options serves them all; only the
-    # verbs that sign (or may sign) read it.
+    # verbs with the option "key" read it.
     g.add_argument(
         "--key",
         metavar="FILE",
         help=(
             f"log signer key (env {ENV_KEY}; default with SQLite: <db path>.key)"
-            if key
+            if "key" in options
             else "log signer key (not read by this verb)"
         ),
     )
-    if json_flag:
+    if "json" in options:
         p.add_argument("--json", action="store_true", help="print JSON")
-    return p
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``tlog-store`` command."""
-    parser, verbs = command_parser(
-        "tlog-store",
-        "A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
-        _EPILOG_MAIN,
-    )
+def _verb(
+    name: str,
+    help_text: str,
+    epilog: str,
+    handler: Callable[[argparse.Namespace], int],
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    options: frozenset[str] = frozenset({"json"}),
+) -> Verb:
+    """A verb of ``tlog-store``: its own ``arguments`` after the store options."""
 
-    p = _add_parser(verbs, "init", "initialise a store", _EPILOG_INIT, _cmd_init, key=True)
+    def add(p: argparse.ArgumentParser) -> None:
+        _store_options(p, options)
+        if arguments is not None:
+            arguments(p)
+
+    return Verb(name, help_text, epilog, handler, add, options=options)
+
+
+_KEY = frozenset({"key", "json"})
+_PLAIN = frozenset[str]()
+_KEY_PLAIN = frozenset({"key"})
+
+
+def _run_positional(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", metavar="RUN", help="run ID")
+
+
+def _init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--origin", required=True, metavar="ORIGIN", help="base origin of the logs")
 
-    _add_parser(
-        verbs, "vkey", "print the tenant log's vkey", _EPILOG_VKEY, _cmd_vkey, json_flag=False
-    )
 
-    p = _add_parser(verbs, "acquire", "claim a run's lease", _EPILOG_ACQUIRE, _cmd_acquire)
-    p.add_argument("run", metavar="RUN", help="run ID")
+def _acquire_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--owner", required=True, metavar="O", help="who claims the run")
     p.add_argument("--ttl", required=True, metavar="SECONDS", help="lease length in seconds")
 
-    p = _add_parser(verbs, "renew", "extend a lease", _EPILOG_RENEW, _cmd_renew)
-    p.add_argument("run", metavar="RUN", help="run ID")
+
+def _renew_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--owner", required=True, metavar="O", help="the lease's owner")
     p.add_argument("--epoch", required=True, metavar="E", help="the lease's epoch")
     p.add_argument("--ttl", required=True, metavar="SECONDS", help="new lease length")
 
-    p = _add_parser(
-        verbs, "release", "release a lease", _EPILOG_RELEASE, _cmd_release, json_flag=False
-    )
-    p.add_argument("run", metavar="RUN", help="run ID")
+
+def _release_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--epoch", required=True, metavar="E", help="the lease's epoch")
 
-    p = _add_parser(verbs, "append", "append records to a run", _EPILOG_APPEND, _cmd_append)
-    p.add_argument("run", metavar="RUN", help="run ID")
+
+def _append_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--kind", metavar="K", help="the record's kind (one record)")
@@ -1208,52 +1020,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", metavar="C", help="the record's case ID")
     p.add_argument("--effect-key", metavar="K", help="the record's effect key")
 
-    p = _add_parser(verbs, "seal", "seal a run into the log", _EPILOG_SEAL, _cmd_seal)
-    p.add_argument("run", metavar="RUN", help="run ID")
+
+def _seal_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
     p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
 
-    p = _add_parser(verbs, "head", "a run's last seq and hash", _EPILOG_HEAD, _cmd_head)
-    p.add_argument("run", metavar="RUN", help="run ID")
 
-    p = _add_parser(verbs, "read", "print a run's records", _EPILOG_READ, _cmd_read)
-    p.add_argument("run", metavar="RUN", help="run ID")
+def _read_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--from", dest="from_seq", metavar="SEQ", help="first seq (default 1)")
 
-    p = _add_parser(verbs, "verify", "check runs' chains and seals", _EPILOG_VERIFY, _cmd_verify)
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN", help="run IDs (default: every run)")
 
-    p = _add_parser(
-        verbs, "checkpoint", "sign and keep the current checkpoint", _EPILOG_CHECKPOINT,
-        _cmd_checkpoint, key=True,
-    )  # fmt: skip
+
+def _checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unsigned", action="store_true", help="print the text only; no key needed")
 
-    p = _add_parser(
-        verbs, "publish", "keep a cosigned checkpoint, or get one from witnesses",
-        _EPILOG_PUBLISH, _cmd_publish, key=True, json_flag=False,
-    )  # fmt: skip
+
+def _repeated(p: argparse.ArgumentParser, flag: str, metavar: str, help_text: str) -> None:
+    p.add_argument(flag, action="append", default=[], metavar=metavar, help=help_text)
+
+
+def _publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help="cosigned note (default: stdin)")
-    p.add_argument(
+    _repeated(
+        p,
         "--witness-key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="with FILE: a witness whose cosignature may be kept (repeatable)",
+        "VKEY",
+        "with FILE: a witness whose cosignature may be kept (repeatable)",
     )
-    p.add_argument(
-        "--witness-keys",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="with FILE: witness vkeys, one per line (repeatable)",
-    )
-    p.add_argument(
-        "--witness",
-        action="append",
-        default=[],
-        metavar="URL=VKEY",
-        help="a witness to submit the current checkpoint to (repeatable)",
+    _repeated(p, "--witness-keys", "FILE", "with FILE: witness vkeys, one per line (repeatable)")
+    _repeated(
+        p, "--witness", "URL=VKEY", "a witness to submit the current checkpoint to (repeatable)"
     )
     p.add_argument("--policy", metavar="FILE", help="tlog-policy whose quorum must be met")
     p.add_argument(
@@ -1262,66 +1063,32 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds for the whole exchange (default {DEFAULT_PUBLISH_TIMEOUT})",
     )
 
-    _add_parser(verbs, "published", "list kept checkpoints", _EPILOG_PUBLISHED, _cmd_published)
 
-    p = _add_parser(
-        verbs, "prove", "write a tlog-proof for a sealed run", _EPILOG_PROVE, _cmd_prove,
-        key=True, json_flag=False,
-    )  # fmt: skip
-    p.add_argument("run", metavar="RUN", help="run ID")
+def _prove_args(p: argparse.ArgumentParser) -> None:
+    _run_positional(p)
     p.add_argument("--out", metavar="FILE", help="proof file (default: stdout)")
 
-    p = _add_parser(
-        verbs, "export", "write the tenant's export", _EPILOG_EXPORT, _cmd_export,
-        json_flag=False,
-    )  # fmt: skip
-    p.add_argument("--out", metavar="FILE", help="export file, or - for stdout (default)")
-    p.add_argument(
-        "--witness-key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="a witness whose cosignatures the kept checkpoints carry (repeatable)",
-    )
-    p.add_argument(
-        "--witness-keys",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="witness vkeys, one per line (repeatable)",
-    )
-    p.add_argument(
-        "--record-key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="an Ed25519 key that signed records (repeatable)",
-    )
 
-    p = _add_parser(
-        verbs, "restore", "replay an export into an empty store", _EPILOG_RESTORE,
-        _cmd_restore,
-    )  # fmt: skip
-    p.add_argument("file", metavar="FILE", help="export file")
-    p.add_argument(
-        "--record-key",
-        action="append",
-        default=[],
-        metavar="VKEY",
-        help="a trusted record key (repeatable; default: the export's)",
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="FILE", help="export file, or - for stdout (default)")
+    _repeated(
+        p,
+        "--witness-key",
+        "VKEY",
+        "a witness whose cosignatures the kept checkpoints carry (repeatable)",
     )
+    _repeated(p, "--witness-keys", "FILE", "witness vkeys, one per line (repeatable)")
+    _repeated(p, "--record-key", "VKEY", "an Ed25519 key that signed records (repeatable)")
+
+
+def _restore_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="export file")
+    _repeated(p, "--record-key", "VKEY", "a trusted record key (repeatable; default: the export's)")
     p.add_argument(
         "--require-record-signatures",
         action="store_true",
         help="refuse an export holding an unsigned record",
     )
-    return parser
-
-
-_VERBS = (
-    "init", "vkey", "acquire", "renew", "release", "append", "seal", "head", "read", "verify",
-    "checkpoint", "publish", "published", "prove", "export", "restore",
-)  # fmt: skip
 
 
 _STATUSES = (
@@ -1340,20 +1107,95 @@ _STATUSES = (
     ),
 )
 """How ``tlog-store``'s own exceptions map to exit statuses, checked in this order before the
-common rules of :mod:`tlog.cli.run`."""
+common rules of :mod:`tlog.cli.run` (which give 1 to any other VerificationError — among them
+RestoreError and NotSealedError — and 2 to MalformedError, UsageError, OSError, UnicodeDecodeError
+and argparse errors). The one statement of the mapping; ``tlog-store --help`` tells users."""
+
+
+def command() -> Command:
+    """The ``tlog-store`` command, each verb declared once with :func:`_verb`.
+
+    Built on each call, so that the handlers are looked up when the command runs.
+    """
+    return Command(
+        prog="tlog-store",
+        description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
+        epilog=_EPILOG_MAIN,
+        statuses=_STATUSES,
+        verbs=(
+            _verb("init", "initialise a store", _EPILOG_INIT, _cmd_init, _init_args, _KEY),
+            _verb("vkey", "print the tenant log's vkey", _EPILOG_VKEY, _cmd_vkey, None, _PLAIN),
+            _verb("acquire", "claim a run's lease", _EPILOG_ACQUIRE, _cmd_acquire, _acquire_args),
+            _verb("renew", "extend a lease", _EPILOG_RENEW, _cmd_renew, _renew_args),
+            _verb(
+                "release", "release a lease", _EPILOG_RELEASE, _cmd_release, _release_args, _PLAIN
+            ),
+            _verb("append", "append records to a run", _EPILOG_APPEND, _cmd_append, _append_args),
+            _verb("seal", "seal a run into the log", _EPILOG_SEAL, _cmd_seal, _seal_args),
+            _verb("head", "a run's last seq and hash", _EPILOG_HEAD, _cmd_head, _run_positional),
+            _verb("read", "print a run's records", _EPILOG_READ, _cmd_read, _read_args),
+            _verb(
+                "verify", "check runs' chains and seals", _EPILOG_VERIFY, _cmd_verify, _verify_args
+            ),
+            _verb(
+                "checkpoint",
+                "sign and keep the current checkpoint",
+                _EPILOG_CHECKPOINT,
+                _cmd_checkpoint,
+                _checkpoint_args,
+                _KEY,
+            ),
+            _verb(
+                "publish",
+                "keep a cosigned checkpoint, or get one from witnesses",
+                _EPILOG_PUBLISH,
+                _cmd_publish,
+                _publish_args,
+                _KEY_PLAIN,
+            ),
+            _verb("published", "list kept checkpoints", _EPILOG_PUBLISHED, _cmd_published),
+            _verb(
+                "prove",
+                "write a tlog-proof for a sealed run",
+                _EPILOG_PROVE,
+                _cmd_prove,
+                _prove_args,
+                _KEY_PLAIN,
+            ),
+            _verb(
+                "export",
+                "write the tenant's export",
+                _EPILOG_EXPORT,
+                _cmd_export,
+                _export_args,
+                _PLAIN,
+            ),
+            _verb(
+                "restore",
+                "replay an export into an empty store",
+                _EPILOG_RESTORE,
+                _cmd_restore,
+                _restore_args,
+            ),
+        ),
+    )
+
+
+_VERBS = command().verb_names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tlog-store`` command."""
+    return command().parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tlog-store`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    This is the one place where exceptions become exit statuses (:data:`_STATUSES`, then the
-    common rules of :func:`tlog.cli.run.run`), each with one line on standard error:
-    CorruptError, VerificationError and ExportFormatError → 1; MalformedError, UsageError, OSError,
-    UnicodeDecodeError and argparse errors → 2; FencedError, LeaseHeldError,
-    LeaseNotHeldError, DuplicateEffectError, RunSealedError → 3; BackendError and
-    CommitUnknownError → 4. ``--help`` exits 0 through SystemExit, as argparse does.
+    This is the one place where exceptions become exit statuses (:data:`_STATUSES`), each with
+    one line on standard error. ``--help`` exits 0 through SystemExit, as argparse does.
     """
-    return run("tlog-store", _VERBS, build_parser, argv, _STATUSES)
+    return command().main(argv)
 
 
 if __name__ == "__main__":
