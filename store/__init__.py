@@ -23,7 +23,9 @@ open_store, Append``); each name lives in one module, which documents it:
   a :class:`Publication`) with :func:`witness_clients`, and :func:`published_checkpoints` /
   :func:`describe_note` (the kept checkpoints as :class:`KeptCheckpoint`);
 * export and restore — :mod:`store.export`: :func:`export_store`, :func:`restore_store`
-  (:class:`RestoreSummary`; :class:`RestoreError` when the export does not verify or rebuild);
+  (:class:`RestoreSummary`; an export that does not verify raises the :mod:`tlog.export` error
+  naming its line, a MalformedError or VerificationError, and one the store does not rebuild
+  :class:`RestoreError`);
 * errors — they live in two modules, and both sets are exported here. :mod:`store.errors` holds
   the store's own, under :class:`StoreError`: :class:`FencedError`, :class:`LeaseHeldError`,
   :class:`LeaseNotHeldError`, :class:`DuplicateEffectError`, :class:`RunSealedError` (refused
@@ -31,8 +33,8 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`CommitUnknownError` and :class:`BackendError` (the database failed). StoreError is a
   :class:`TlogError`, the root of :mod:`tlog.errors`, whose classes the store raises too:
   :class:`MalformedError` and :class:`UsageError` (bad input or arguments),
-  :class:`VerificationError` and its :class:`InvalidSignatureError` (a cosignature that does
-  not verify) and :class:`ProofError` (an inclusion proof that does not).
+  :class:`VerificationError` (what does not verify) and among its kinds
+  :class:`InvalidSignatureError` (a cosignature that does not verify).
 
 The ``tlog-store`` command (:mod:`store.cli`) is a thin layer over these names, and
 ``docs/embedder-guide.md`` shows a Python recipe for each of its verbs. Importing ``store``
@@ -70,7 +72,6 @@ from store.verify import RunCheck, all_runs, read_pages, verify_run, verify_runs
 from tlog.errors import (
     InvalidSignatureError,
     MalformedError,
-    ProofError,
     TlogError,
     UsageError,
     VerificationError,
@@ -94,7 +95,6 @@ __all__ = [
     "LeaseNotHeldError",
     "MalformedError",
     "NotSealedError",
-    "ProofError",
     "Publication",
     "RestoreError",
     "RestoreSummary",

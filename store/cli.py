@@ -71,30 +71,38 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from store import cliparser as ui
-from store.api import Append, JournalStore, Lease, Seal
-from store.batch import check_field, parse_batch, parse_data
-from store.cliparser import verb
-from store.errors import (
+from store import (
+    Append,
     BackendError,
     CommitUnknownError,
     CorruptError,
     DuplicateEffectError,
     FencedError,
+    JournalStore,
+    KeptCheckpoint,
+    Lease,
     LeaseHeldError,
     LeaseNotHeldError,
+    NotSealedError,
+    RunCheck,
     RunSealedError,
-)
-from store.export import export_store, restore_store
-from store.open import init_store, open_store
-from store.prove import NotSealedError, prove_run
-from store.publish import (
-    KeptCheckpoint,
+    Seal,
+    export_store,
+    init_store,
+    open_store,
+    parse_batch,
+    parse_data,
+    prove_run,
     publish_to_witnesses,
     published_checkpoints,
+    read_pages,
+    restore_store,
+    verify_runs,
     witness_clients,
 )
-from store.verify import RunCheck, read_pages, verify_runs
+from store import cliparser as ui
+from store.batch import check_field
+from store.cliparser import verb
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -139,6 +147,15 @@ READ_PAGE = 1000
 
 def _write_json(obj: object) -> None:
     write_stdout(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def _output(args: argparse.Namespace, as_json: object, text: str | bytes) -> int:
+    """Print ``as_json`` as one JSON object with --json, else ``text``; the verb succeeded."""
+    if args.json:
+        _write_json(as_json)
+    else:
+        write_stdout(text)
+    return EXIT_OK
 
 
 def _jsonable(value: object) -> object:
@@ -201,11 +218,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
         raise
     with open_store(db=db, postgres=pg, tenant=tenant, key=key) as store:
         vkey = store.log_vkey
-        if args.json:
-            _write_json({"origin": store.origin, "vkey": vkey, "key": path, "created": created})
-        else:
-            write_stdout(vkey + "\n")
-    return EXIT_OK
+        as_json = {"origin": store.origin, "vkey": vkey, "key": path, "created": created}
+        return _output(args, as_json, vkey + "\n")
 
 
 def _cmd_vkey(args: argparse.Namespace) -> int:
@@ -218,11 +232,7 @@ def _cmd_vkey(args: argparse.Namespace) -> int:
 
 
 def _write_lease(args: argparse.Namespace, lease: Lease) -> int:
-    if args.json:
-        _write_json(_jsonable(lease))
-    else:
-        write_stdout(f"{lease.epoch}\n")
-    return EXIT_OK
+    return _output(args, _jsonable(lease), f"{lease.epoch}\n")
 
 
 def _cmd_acquire(args: argparse.Namespace) -> int:
@@ -285,13 +295,8 @@ def _cmd_append(args: argparse.Namespace) -> int:
         batch = [_record_from_flags(args, run)]
     with _open(args) as store:
         records = store.append(epoch, batch)
-    if args.json:
-        _write_json(
-            {"run": run, "records": [{"seq": r.seq, "hash": b64encode(r.hash)} for r in records]}
-        )
-    else:
-        write_stdout("".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
-    return EXIT_OK
+    as_json = {"run": run, "records": [{"seq": r.seq, "hash": b64encode(r.hash)} for r in records]}
+    return _output(args, as_json, "".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
 
 
 def _cmd_seal(args: argparse.Namespace) -> int:
@@ -304,22 +309,17 @@ def _cmd_seal(args: argparse.Namespace) -> int:
         raise MalformedError(f"--outcome: {e}") from None
     with _open(args) as store:
         seal: Seal = store.seal(run, epoch, outcome)
-    if args.json:
-        _write_json(_jsonable(seal))
-    else:
-        write_stdout(f"position {seal.position}\nhead {b64encode(seal.head)}\n")
-    return EXIT_OK
+    return _output(
+        args, _jsonable(seal), f"position {seal.position}\nhead {b64encode(seal.head)}\n"
+    )
 
 
 def _cmd_head(args: argparse.Namespace) -> int:
     run = ui.parse_run(args.run)
     with _open(args) as store:
         head = store.head(run)
-    if args.json:
-        _write_json({"run": run, "seq": head.seq, "hash": b64encode(head.hash)})
-    else:
-        write_stdout(f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
-    return EXIT_OK
+    as_json = {"run": run, "seq": head.seq, "hash": b64encode(head.hash)}
+    return _output(args, as_json, f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
 
 
 def _record_json(r: Record) -> bytes:
@@ -392,26 +392,18 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     if args.unsigned:
         with _open(args) as store:
             cp = store.checkpoint()
-        if args.json:
-            _write_json({"origin": cp.origin, "size": cp.size, "root": b64encode(cp.root)})
-        else:
-            write_stdout(cp.format())
-        return EXIT_OK
+        as_json = {"origin": cp.origin, "size": cp.size, "root": b64encode(cp.root)}
+        return _output(args, as_json, cp.format())
     with _open(args, key=True) as store:
         note = store.sign_checkpoint()
-    if args.json:
-        cp = Checkpoint.parse(parse_note(note)[0])
-        _write_json(
-            {
-                "origin": cp.origin,
-                "size": cp.size,
-                "root": b64encode(cp.root),
-                "note": note.decode("utf-8"),
-            }
-        )
-    else:
-        write_stdout(note)
-    return EXIT_OK
+    cp = Checkpoint.parse(parse_note(note)[0])
+    as_json = {
+        "origin": cp.origin,
+        "size": cp.size,
+        "root": b64encode(cp.root),
+        "note": note.decode("utf-8"),
+    }
+    return _output(args, as_json, note)
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -474,11 +466,8 @@ def _kept_line(kept: KeptCheckpoint) -> str:
 def _cmd_published(args: argparse.Namespace) -> int:
     with _open(args) as store:
         kept = published_checkpoints(store)
-    if args.json:
-        _write_json({"checkpoints": [_kept_json(k) for k in kept]})
-    else:
-        write_stdout("".join(_kept_line(k) for k in kept))
-    return EXIT_OK
+    as_json = {"checkpoints": [_kept_json(k) for k in kept]}
+    return _output(args, as_json, "".join(_kept_line(k) for k in kept))
 
 
 def _sign_now(args: argparse.Namespace) -> bytes:
@@ -533,13 +522,8 @@ def _cmd_restore(args: argparse.Namespace) -> int:
             require_record_signatures=args.require_record_signatures,
         )
     result = _jsonable(summary)
-    if args.json:
-        _write_json(result)
-    elif isinstance(result, dict):
-        write_stdout("".join(f"{k} {v}\n" for k, v in result.items()))
-    else:
-        write_stdout(f"{result}\n")
-    return EXIT_OK
+    assert isinstance(result, dict)
+    return _output(args, result, "".join(f"{k} {v}\n" for k, v in result.items()))
 
 
 _STATUSES = (

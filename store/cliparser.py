@@ -225,14 +225,17 @@ def renew_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttl", required=True, metavar="SECONDS", help="new lease length")
 
 
-def release_args(p: argparse.ArgumentParser) -> None:
+def _run_epoch(p: argparse.ArgumentParser, epoch_help: str) -> None:
     run_positional(p)
-    p.add_argument("--epoch", required=True, metavar="E", help="the lease's epoch")
+    p.add_argument("--epoch", required=True, metavar="E", help=epoch_help)
+
+
+def release_args(p: argparse.ArgumentParser) -> None:
+    _run_epoch(p, "the lease's epoch")
 
 
 def append_args(p: argparse.ArgumentParser) -> None:
-    run_positional(p)
-    p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
+    _run_epoch(p, "the caller's lease epoch")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--kind", metavar="K", help="the record's kind (one record)")
     what.add_argument("--batch", metavar="FILE", help="JSON Lines batch file, or - for stdin")
@@ -242,8 +245,7 @@ def append_args(p: argparse.ArgumentParser) -> None:
 
 
 def seal_args(p: argparse.ArgumentParser) -> None:
-    run_positional(p)
-    p.add_argument("--epoch", required=True, metavar="E", help="the caller's lease epoch")
+    _run_epoch(p, "the caller's lease epoch")
     p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
 
 
