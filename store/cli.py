@@ -24,8 +24,10 @@ Verbs (every one takes the store options below)::
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
 of :mod:`store.batch`, :mod:`store.verify`, :mod:`store.prove`, :mod:`store.publish` or
-:mod:`store.export` — with its argument parsing and its printing, declared once as a
-:class:`tlog.cli.run.Verb` in :func:`command`.
+:mod:`store.export`, all exported by :mod:`store` — with its argument parsing and its printing,
+declared once as a :class:`tlog.cli.run.Verb` in :func:`command`. What the user writes and
+reads — the arguments, how their values are read, the help texts — is :mod:`store.cliparser`
+(imported here as ``ui``); this module runs the verbs.
 
 Store options: ``--db PATH`` (a SQLite file, the embedded default; environment variable
 ``TLOG_STORE_DB``) or ``--postgres URL`` (a libpq connection string or URL;
@@ -137,9 +139,6 @@ EXIT_BACKEND = 4
 
 READ_PAGE = 1000
 """Records fetched per query by ``read`` and ``verify``: output streams, memory stays flat."""
-
-
-# --- input -----------------------------------------------------------------------------------
 
 
 # --- output ----------------------------------------------------------------------------------
