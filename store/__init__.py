@@ -44,38 +44,101 @@ library (the witness client is imported when witnesses are contacted).
 
 from __future__ import annotations
 
-from store.api import Append, Cancellation, Head, Inclusion, JournalStore, Lease, Seal
-from store.batch import parse_batch, parse_data
-from store.errors import (
-    BackendError,
-    CommitUnknownError,
-    CorruptError,
-    DuplicateEffectError,
-    FencedError,
-    LeaseHeldError,
-    LeaseNotHeldError,
-    RunSealedError,
-    StoreError,
-)
-from store.export import RestoreError, RestoreSummary, export_store, restore_store
-from store.open import init_store, open_store
-from store.prove import NotSealedError, prove_run
-from store.publish import (
-    KeptCheckpoint,
-    Publication,
-    describe_note,
-    publish_to_witnesses,
-    published_checkpoints,
-    witness_clients,
-)
-from store.verify import RunCheck, all_runs, read_pages, verify_run, verify_runs
-from tlog.errors import (
-    InvalidSignatureError,
-    MalformedError,
-    TlogError,
-    UsageError,
-    VerificationError,
-)
+from tlog.lazy import lazy_exports
+
+# Not typing.TYPE_CHECKING: importing typing would cost more than the rest of this module
+# (type checkers treat any TYPE_CHECKING name so).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from store.api import Append as Append
+    from store.api import Cancellation as Cancellation
+    from store.api import Head as Head
+    from store.api import Inclusion as Inclusion
+    from store.api import JournalStore as JournalStore
+    from store.api import Lease as Lease
+    from store.api import Seal as Seal
+    from store.batch import parse_batch as parse_batch
+    from store.batch import parse_data as parse_data
+    from store.errors import BackendError as BackendError
+    from store.errors import CommitUnknownError as CommitUnknownError
+    from store.errors import CorruptError as CorruptError
+    from store.errors import DuplicateEffectError as DuplicateEffectError
+    from store.errors import FencedError as FencedError
+    from store.errors import LeaseHeldError as LeaseHeldError
+    from store.errors import LeaseNotHeldError as LeaseNotHeldError
+    from store.errors import RunSealedError as RunSealedError
+    from store.errors import StoreError as StoreError
+    from store.export import RestoreError as RestoreError
+    from store.export import RestoreSummary as RestoreSummary
+    from store.export import export_store as export_store
+    from store.export import restore_store as restore_store
+    from store.open import init_store as init_store
+    from store.open import open_store as open_store
+    from store.prove import NotSealedError as NotSealedError
+    from store.prove import prove_run as prove_run
+    from store.publish import KeptCheckpoint as KeptCheckpoint
+    from store.publish import Publication as Publication
+    from store.publish import describe_note as describe_note
+    from store.publish import publish_to_witnesses as publish_to_witnesses
+    from store.publish import published_checkpoints as published_checkpoints
+    from store.publish import witness_clients as witness_clients
+    from store.verify import RunCheck as RunCheck
+    from store.verify import all_runs as all_runs
+    from store.verify import read_pages as read_pages
+    from store.verify import verify_run as verify_run
+    from store.verify import verify_runs as verify_runs
+    from tlog.errors import InvalidSignatureError as InvalidSignatureError
+    from tlog.errors import MalformedError as MalformedError
+    from tlog.errors import TlogError as TlogError
+    from tlog.errors import UsageError as UsageError
+    from tlog.errors import VerificationError as VerificationError
+
+_MODULE_OF = {
+    "Append": "store.api",
+    "BackendError": "store.errors",
+    "Cancellation": "store.api",
+    "CommitUnknownError": "store.errors",
+    "CorruptError": "store.errors",
+    "DuplicateEffectError": "store.errors",
+    "FencedError": "store.errors",
+    "Head": "store.api",
+    "Inclusion": "store.api",
+    "InvalidSignatureError": "tlog.errors",
+    "JournalStore": "store.api",
+    "KeptCheckpoint": "store.publish",
+    "Lease": "store.api",
+    "LeaseHeldError": "store.errors",
+    "LeaseNotHeldError": "store.errors",
+    "MalformedError": "tlog.errors",
+    "NotSealedError": "store.prove",
+    "Publication": "store.publish",
+    "RestoreError": "store.export",
+    "RestoreSummary": "store.export",
+    "RunCheck": "store.verify",
+    "RunSealedError": "store.errors",
+    "Seal": "store.api",
+    "StoreError": "store.errors",
+    "TlogError": "tlog.errors",
+    "UsageError": "tlog.errors",
+    "VerificationError": "tlog.errors",
+    "all_runs": "store.verify",
+    "describe_note": "store.publish",
+    "export_store": "store.export",
+    "init_store": "store.open",
+    "open_store": "store.open",
+    "parse_batch": "store.batch",
+    "parse_data": "store.batch",
+    "prove_run": "store.prove",
+    "publish_to_witnesses": "store.publish",
+    "published_checkpoints": "store.publish",
+    "read_pages": "store.verify",
+    "restore_store": "store.export",
+    "verify_run": "store.verify",
+    "verify_runs": "store.verify",
+    "witness_clients": "store.publish",
+}
+"""The module that holds each public name (the map above), imported on first use: so that
+``import store.db`` — the storage engine the witness uses — does not load the journal."""
 
 __all__ = [
     "Append",
@@ -121,3 +184,5 @@ __all__ = [
     "verify_runs",
     "witness_clients",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, __all__)

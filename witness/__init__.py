@@ -60,14 +60,12 @@ these; ``tlog-witness conformance`` (:mod:`witness.conformance`) tests any witne
 
 from __future__ import annotations
 
-import sys
+from tlog.lazy import lazy_exports
 
 # Not typing.TYPE_CHECKING: importing typing would cost more than the rest of this module
 # (type checkers treat any TYPE_CHECKING name so).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from witness.admin import evidence_files as evidence_files
     from witness.admin import evidence_json as evidence_json
     from witness.admin import find_evidence as find_evidence
@@ -189,17 +187,4 @@ __all__ = [  # sorted; where each name lives and what it is: the map above
 # fmt: on
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, from its module (imported now if it was not yet)."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'witness' has no attribute {name!r}")
-    # __import__ rather than importlib.import_module: importlib is one more module to load.
-    __import__(module)
-    value = getattr(sys.modules[module], name)
-    globals()[name] = value  # the next look-up is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, __all__)
