@@ -23,17 +23,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from store.api import Append
-from store.errors import DuplicateEffectError, FencedError
-from store.export import export_store, restore_store
-from store.open import init_store, open_store
+from store import (
+    Append,
+    DuplicateEffectError,
+    FencedError,
+    export_store,
+    init_store,
+    open_store,
+    restore_store,
+)
 from tlog import merkle
 from tlog.errors import TlogError
 from tlog.export import verify_export
 from tlog.keys import generate_key
 from tlog.policy import Policy
 from tlog.proof import TlogProof, verify_proof
-from witness.client import WitnessClient, gather
+from witness import WitnessClient, gather
 
 ORIGIN = "example.com/tour"
 
