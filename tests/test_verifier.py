@@ -1418,7 +1418,9 @@ def test_the_parallel_path_gives_the_same_report(
             reports = []
             for patched in (False, True):
                 if patched:
-                    monkeypatch.setattr(verifier_export, "_parallel", lambda: stand_in_parallel)
+                    monkeypatch.setattr(
+                        verifier_export, "verify_export_parallel", stand_in_parallel
+                    )
                 reports.append(
                     verify_export_file(
                         path,
