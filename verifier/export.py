@@ -595,7 +595,9 @@ def _success(
 ) -> None:
     """The report of an export that verified: its checks, its facts and its notes."""
     _success_checks(report, audit, s, lines, records_trusted)
-    _success_facts(report, audit, s, lines, kept, proof, records_trusted)
+    _success_facts(report, audit, s, lines, records_trusted)
+    if kept is not None:
+        _since_result(report, kept, proof)
     _success_notes(report, s, kept, records_trusted, scope)
 
 
@@ -638,13 +640,7 @@ def _success_checks(
 
 
 def _success_facts(
-    report: Report,
-    audit: _Audit,
-    s: ExportSummary,
-    lines: int,
-    kept: KeptCheckpoint | None,
-    proof: list[bytes],
-    records_trusted: bool,
+    report: Report, audit: _Audit, s: ExportSummary, lines: int, records_trusted: bool
 ) -> None:
     covered = max(s.checkpoint_sizes, default=0)
     report.facts.update(
@@ -667,19 +663,22 @@ def _success_facts(
             "checkpoints": [c.to_json() for c in audit.checkpoints],
         }
     )
-    if kept is not None:
-        m = kept.checkpoint.size
-        report.check(
-            "since",
-            f"consistent with the kept checkpoint of size {m} (--since)",
-            1,
-            "checkpoints",
-        )
-        report.facts["since"] = {
-            "size": m,
-            "root": b64encode(kept.checkpoint.root),
-            "proof": [b64encode(h) for h in proof],
-        }
+
+
+def _since_result(report: Report, kept: KeptCheckpoint, proof: list[bytes]) -> None:
+    """The ``since`` check that passed, and its facts (the kept size and root, the proof)."""
+    m = kept.checkpoint.size
+    report.check(
+        "since",
+        f"consistent with the kept checkpoint of size {m} (--since)",
+        1,
+        "checkpoints",
+    )
+    report.facts["since"] = {
+        "size": m,
+        "root": b64encode(kept.checkpoint.root),
+        "proof": [b64encode(h) for h in proof],
+    }
 
 
 def _success_notes(

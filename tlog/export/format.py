@@ -180,16 +180,21 @@ class ExportSummary:
     header: ExportHeader
     checkpoints: int
     checkpoint_sizes: tuple[int, ...]
+    """The published sizes, in file order (strictly increasing)."""
     runs: int
     sealed_runs: int
     records: int
     signed_records: int
     log_size: int
+    """The rebuilt log's size: the number of sealed runs."""
     log_root: bytes
+    """The root of the log rebuilt from the sealed runs' heads."""
     consistency_proofs: int
     cosignatures: dict[str, int]
     last_checkpoint: bytes | None
+    """The last checkpoint note's exact bytes (None: the export carries none)."""
     digest: bytes
+    """SHA-256 of the bytes before the end line (as the end line states it)."""
 
 
 VerifiedRun = tuple[int, str, int, int, bytes | None, int]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from tlog.export.check import (
     HeaderKeys,
@@ -31,8 +31,6 @@ from tlog.export.format import (
     CheckpointItem,
     ExportFormatError,
     ExportHeader,
-    ExportItem,
-    ExportSummary,
     ExportVerificationError,
     HeaderItem,
     RecordItem,
@@ -43,6 +41,9 @@ from tlog.export.scan import RunOrder, StreamLines, expect, read_record, verify_
 from tlog.journal import GENESIS, Record
 from tlog.merkle import leaf_hash
 from tlog.note import MAX_NOTE_SIZE
+
+if TYPE_CHECKING:  # in annotations only
+    from tlog.export.format import ExportItem, ExportSummary
 
 
 def _read_magic(lines: StreamLines) -> None:
