@@ -1,12 +1,14 @@
 /*
- * tlog._speedups: the export verifiers' record fast path, and two helpers, in C.
+ * tlog._speedups: the accelerator of the export run scanner (tlog.export.scan), and two
+ * helpers, in C. Its one import point is tlog.export.accel (tlog.merkle and tlog.journal take
+ * fold_leaves and body_names).
  *
  * body_names, scan_records and scan_runs are each a *sound subset* of the pure-Python checks
  * they speed up: a True (or a record or run counted as done) means the Python code would
  * accept the same bytes with the same result; anything this code is not sure of -- an escape in a key, a 16-digit integer, a
  * record followed by a sig line, the end of a block, any error -- makes it stop and leave the
  * verdict, and the error message, to the Python code (tlog.journal.decode_body,
- * tlog.export.read_export, verifier.parallel._runs). So it never decides a failure and never
+ * tlog.export.scan.read_record and RunScanner). So it never decides a failure and never
  * writes a message.
  *
  *   body_names(raw: bytes, run: bytes, seq: int) -> bool
@@ -31,9 +33,9 @@
  *   scan_runs(buf, at, end, lineno) -> (at, lineno, runs)
  *       Whole runs from offset ``at`` (a run line; ``lineno`` is the number of the line before
  *       it): a run line in the common spelling ("run <ID> <count>[ sealed <pos> <outcome>]",
- *       verifier.parallel._RUN_LINE; a sealed run of at least 2 records), then all its records
+ *       tlog.export.check.RUN_LINE; a sealed run of at least 2 records), then all its records
  *       as scan_records takes them (with the run line's outcome). Stops
- *       before the first run not taken whole. ``runs`` are verifier.parallel's run tuples
+ *       before the first run not taken whole. ``runs`` are tlog.export.VerifiedRun tuples
  *       (run line, run ID, count, position or -1, leaf hash or None, last record's line).
  *       Parses and hashes with the GIL released, 64 runs at a time.
  *
@@ -599,7 +601,7 @@ static int short_decimal(ptr *pp, ptr end, int zero, unsigned long long *out) {
 }
 
 /* A run line in its common spelling, "run <ID> <count>[ sealed <pos> <outcome>]" (the pattern
-   verifier.parallel._RUN_LINE; the values need no further check). *pos is -1 when unsealed. */
+   tlog.export.check.RUN_LINE; the values need no further check). *pos is -1 when unsealed. */
 static int run_line(ptr p, ptr lf, ptr *id, ptr *id_end, unsigned long long *count,
                     long long *pos, ptr *outcome) {
     ptr q;

@@ -28,15 +28,16 @@
    another log). Then, against the log the export rebuilds: the same size must give the same
    root; a smaller size must give the kept root at that size and an RFC 6962 consistency proof
    (computed from the rebuilt tree, verified with RFC 9162 §2.1.4.2, and reported); a larger
-   size is a rollback — the export holds less than the log had already published.
+   size is a rollback — the export holds less than the log had already published
+   (:mod:`verifier.since`).
 
 Order and determinism. The checks run in file order and the first failure is reported with
 its line (and run, seq, checkpoint size where they apply); policy checks of a checkpoint run
 as soon as its signatures verified, the last checkpoint's freshness when the first run line (or
 the end line) is reached, and ``since`` after the end line verified. For a file of at least
-:data:`PARALLEL_MIN_BYTES` with the module :mod:`verifier.parallel` present, the header and
-checkpoints are read first (sequentially, with the same policy checks), then the whole file is
-verified by ``verifier.parallel.verify_export_parallel`` — on ``jobs`` processes, or in this
+:data:`PARALLEL_MIN_BYTES`, the header and checkpoints are read first (sequentially, with the
+same policy checks), then the whole file is verified by
+:func:`verifier.parallel.verify_export_parallel` — on ``jobs`` processes, or in this
 process when ``jobs`` is 1 (its chunked record loop is about 1.45x the speed of the item-by-item
 reader: bench/verify_bench.py) — which gives the same result as
 :func:`tlog.export.verify_export`; ``since`` then reads the sealed heads in one more light pass,
@@ -52,8 +53,6 @@ never with the records.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import inspect
 import os
 import stat
 import sys
@@ -61,7 +60,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, cast
 
-from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.encoding import b64decode, b64encode
 from tlog.errors import (
     InvalidSignatureError,
@@ -84,21 +82,18 @@ from tlog.export import (
 )
 from tlog.keys import format_vkey, parse_vkey
 from tlog.merkle import (
-    EMPTY_ROOT,
-    consistency_proof,
     leaf_hash,
-    node_hash,
-    stored_hash_index,
-    verify_consistency,
 )
-from tlog.note import MAX_NOTE_SIZE, Verifier
+from tlog.note import MAX_NOTE_SIZE
 from tlog.policy import Policy, PolicyResult, TimePolicy
+from verifier.parallel import verify_export_parallel
 from verifier.report import (
     InputError,
     LocatedError,
     Report,
     failure_from,
 )
+from verifier.since import Frontier, KeptCheckpoint, check_since, open_kept_checkpoint
 
 Progress = Callable[[int, int], None]
 """A progress callback: (bytes read so far, total bytes or 0 when unknown)."""
@@ -111,125 +106,6 @@ PROGRESS_STEP = 1 << 20
 PARALLEL_MIN_BYTES = 8 << 20
 """Exports smaller than this are verified item by item in this process whatever ``jobs`` is:
 starting processes (or chunking the file) costs more than it saves."""
-
-
-# --- the kept checkpoint (--since) ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KeptCheckpoint:
-    """A checkpoint the auditor kept, opened under one of the policy's logs."""
-
-    note: bytes
-    checkpoint: Checkpoint
-    log: Verifier
-
-
-def open_kept_checkpoint(note: bytes, policy: Policy) -> KeptCheckpoint:
-    """Open a kept checkpoint note under the policy's log keys (cosignatures are not needed).
-
-    Raises :class:`~verifier.report.InputError` when it is malformed or no policy log signed
-    it: a kept checkpoint that does not verify cannot be compared with anything.
-    """
-    if not policy.logs:
-        raise UsageError("the policy lists no logs")
-    try:
-        signed = open_checkpoint(note, policy.log_verifiers)
-    except TlogError as e:
-        raise InputError(f"the kept checkpoint (--since) does not verify: {e}") from None
-    by_key = {(v.name, v.key_id): v for v in policy.log_verifiers}
-    log = next(by_key[(s.name, s.key_id)] for s in signed.note.sigs)
-    return KeptCheckpoint(note, signed.checkpoint, log)
-
-
-class Frontier:
-    """An RFC 6962 tree kept in O(log n) memory, able to prove consistency from size ``old``.
-
-    It holds the compact range (one perfect subtree per one bit of the size), a snapshot of
-    that range when the size reaches ``old``, and the perfect subtrees that are right siblings
-    of the ancestors of leaf ``old - 1``: every stored hash :func:`tlog.merkle.consistency_proof`
-    reads for ``PROOF(old, D[0:n])`` at the final size n is one of these. It is a
-    :class:`tlog.merkle.HashReader` for exactly those reads.
-    """
-
-    def __init__(self, old: int) -> None:
-        self.old = old
-        self.size = 0
-        self._edge: list[tuple[int, int, bytes]] = []  # (level, index, hash), largest first
-        self._kept: dict[int, bytes] = {}
-        self.old_root: bytes | None = EMPTY_ROOT if old == 0 else None
-        self.old_line: int | None = None
-
-    def append(self, leaf: bytes, line: int | None = None) -> None:
-        """Add the next leaf hash (``line``: where the export holds it, for messages)."""
-        node = (0, self.size, leaf)
-        self._keep(node)
-        while self._edge and self._edge[-1][0] == node[0]:
-            level, index, h = self._edge.pop()
-            node = (level + 1, index >> 1, node_hash(h, node[2]))
-            self._keep(node)
-        self._edge.append(node)
-        self.size += 1
-        if self.size == self.old:
-            for level, index, h in self._edge:
-                self._kept[stored_hash_index(level, index)] = h
-            self.old_root = self.root()
-            self.old_line = line
-
-    def _keep(self, node: tuple[int, int, bytes]) -> None:
-        level, index, h = node
-        if self.old > 0 and index & 1 and index ^ 1 == (self.old - 1) >> level:
-            self._kept[stored_hash_index(level, index)] = h
-
-    def root(self) -> bytes:
-        """The root at the current size."""
-        if not self._edge:
-            return EMPTY_ROOT
-        h = self._edge[-1][2]
-        for _, _, left in reversed(self._edge[:-1]):
-            h = node_hash(left, h)
-        return h
-
-    def read_hashes(self, indexes: Iterable[int]) -> list[bytes]:
-        """The stored hashes at ``indexes`` (only those a consistency proof from ``old``
-        reads at the current size are held; any other raises KeyError)."""
-        have = dict(self._kept)
-        have.update((stored_hash_index(lv, i), h) for lv, i, h in self._edge)
-        return [have[i] for i in indexes]
-
-
-def check_since(kept: KeptCheckpoint, tree: Frontier, end_line: int | None) -> list[bytes]:
-    """Check the kept checkpoint against the rebuilt log; return the consistency proof.
-
-    Raises :class:`~verifier.report.LocatedError` (kind ``consistency``) for a rollback (the
-    kept size is larger than the log) or a fork (another root at the kept size).
-    """
-    m, n = kept.checkpoint.size, tree.size
-    if m > n:
-        raise LocatedError(
-            "consistency",
-            f"rollback: the kept checkpoint has size {m}, the export's log only {n} "
-            "(the export holds less than the log had already published)",
-            line=end_line,
-            checkpoint_size=m,
-        )
-    if m == 0:
-        return []
-    if tree.old_root != kept.checkpoint.root:
-        raise LocatedError(
-            "consistency",
-            f"fork: the export's log at size {m} has root {b64encode(tree.old_root or b'')}, "
-            f"the kept checkpoint {b64encode(kept.checkpoint.root)} (the log was rewritten "
-            "since the kept checkpoint was published)",
-            line=tree.old_line,
-            checkpoint_size=m,
-        )
-    proof = consistency_proof(m, n, tree) if m < n else []
-    try:
-        verify_consistency(m, n, kept.checkpoint.root, tree.root(), proof)
-    except VerificationError as e:  # pragma: no cover - the roots matched the same tree
-        raise LocatedError("consistency", str(e), line=end_line, checkpoint_size=m) from None
-    return proof
 
 
 # --- the audit of the header and checkpoints ---------------------------------------------
@@ -557,37 +433,6 @@ def _scan_sealed_heads(path: str, tree: Frontier, summary: ExportSummary) -> Non
         raise changed
 
 
-def _parallel() -> Callable[..., ExportSummary] | None:
-    """``verifier.parallel.verify_export_parallel`` when that module exists, else None."""
-    try:
-        module = importlib.import_module("verifier.parallel")
-    except ModuleNotFoundError as e:
-        if e.name in ("verifier.parallel", "verifier"):
-            return None
-        raise
-    fn = getattr(module, "verify_export_parallel", None)
-    return cast("Callable[..., ExportSummary] | None", fn)
-
-
-def _call_parallel(fn: Callable[..., ExportSummary], path: str, **options: Any) -> ExportSummary:
-    """Call ``fn(path, jobs=…, …)`` with the options its signature accepts.
-
-    ``jobs`` is always passed; ``require_record_signatures`` (when true) must be accepted,
-    since dropping it would weaken the check; ``progress`` is passed when accepted.
-    """
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
-        return fn(path, **options)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(path, **options)
-    accepted = {k: v for k, v in options.items() if k in params}
-    if options.get("require_record_signatures") and "require_record_signatures" not in params:
-        raise UsageError("verifier.parallel cannot require record signatures: use --jobs 1")
-    accepted["jobs"] = options["jobs"]
-    return fn(path, **accepted)
-
-
 # --- the verb ------------------------------------------------------------------------------
 
 
@@ -607,70 +452,24 @@ def verify_export_file(
     """Verify the export at ``path`` (``-``: standard input) under ``policy``; see the module
     docstring for every check. Returns the report (status 0 valid, 1 invalid).
 
-    Files of at least ``parallel_min_bytes`` go through :mod:`verifier.parallel` (when
-    present), on ``jobs`` processes (1: in this one). Requires: ``policy`` lists at least one
-    log; ``jobs >= 1``; ``record_keys`` vkeys.
+    Files of at least ``parallel_min_bytes`` go through :mod:`verifier.parallel`, on ``jobs``
+    processes (1: in this one). Requires: ``policy`` lists at least one log; ``jobs >= 1``;
+    ``record_keys`` vkeys.
     Raises :class:`~tlog.errors.UsageError` (:class:`~verifier.report.InputError` for an
     unusable ``since`` or record key) and :class:`OSError` (unreadable file) — status 2.
     """
-    if not policy.logs:
-        raise UsageError("the policy lists no logs: give --log-vkey")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise UsageError(f"jobs must be a positive integer, not {jobs!r}")
-    if quorum_scope not in ("all", "last"):
-        raise UsageError(f"quorum scope {quorum_scope!r} is not 'all' or 'last'")
-    trusted: frozenset[str] | None = None
-    if record_keys is not None:
-        keys = set()
-        for k in record_keys:
-            try:
-                keys.add(format_vkey(parse_vkey(k)))
-            except MalformedError as e:
-                raise InputError(f"record key {k[:60]!r}: {e}") from None
-        trusted = frozenset(keys)
+    trusted = _check_arguments(policy, jobs, quorum_scope, record_keys)
     kept = open_kept_checkpoint(since, policy) if since is not None else None
 
     report = Report("export", {"export": path})
     audit = _Audit(policy, time_policy, quorum_scope, trusted, kept)
-    parallel = None
-    if path != "-" and _path_size(path) >= parallel_min_bytes:
-        parallel = _parallel()
-    summary: ExportSummary | None = None
+    parallel = path != "-" and _path_size(path) >= parallel_min_bytes
     lines = 0  # the end line's number: the export's line count
-
-    def verifier() -> ExportVerifier:
-        return ExportVerifier(None, None, require_record_signatures)
-
     try:
-        if parallel is None:
-            stream = _open(path)
-            try:
-                reader: Any = stream
-                if progress is not None:
-                    reader = _CountingReader(stream, _file_size(stream), progress)
-                v = verifier()
-                _drive(v.items(cast(BinaryIO, reader)), audit, stop_at_runs=False)
-                summary = v.summary
-            finally:
-                if stream is not sys.stdin.buffer:
-                    stream.close()
+        if parallel:
+            summary = _verify_in_chunks(path, audit, jobs, progress, require_record_signatures)
         else:
-            with open(path, "rb") as f:
-                v = verifier()
-                if _drive(v.items(f), audit, stop_at_runs=True):
-                    summary = v.summary
-            if summary is None:
-                summary = _call_parallel(
-                    parallel,
-                    path,
-                    jobs=jobs,
-                    require_record_signatures=require_record_signatures,
-                    progress=progress,
-                )
-                _check_same_prefix(summary, audit)
-            if audit.tree is not None:
-                _scan_sealed_heads(path, audit.tree, summary)
-        assert summary is not None
+            summary = _verify_streaming(path, audit, progress, require_record_signatures)
         lines = audit.end.line if audit.end is not None else _count_lines(path)
         proof: list[bytes] = []
         if kept is not None:
@@ -688,6 +487,65 @@ def verify_export_file(
         progress(size, size)
     _success(report, audit, summary, lines, kept, proof, trusted is not None, quorum_scope)
     return report
+
+
+def _check_arguments(
+    policy: Policy, jobs: int, quorum_scope: str, record_keys: Iterable[str] | None
+) -> frozenset[str] | None:
+    """Refuse unusable arguments; return the trusted record keys, canonical (None: none)."""
+    if not policy.logs:
+        raise UsageError("the policy lists no logs: give --log-vkey")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise UsageError(f"jobs must be a positive integer, not {jobs!r}")
+    if quorum_scope not in ("all", "last"):
+        raise UsageError(f"quorum scope {quorum_scope!r} is not 'all' or 'last'")
+    if record_keys is None:
+        return None
+    keys = set()
+    for k in record_keys:
+        try:
+            keys.add(format_vkey(parse_vkey(k)))
+        except MalformedError as e:
+            raise InputError(f"record key {k[:60]!r}: {e}") from None
+    return frozenset(keys)
+
+
+def _verify_streaming(
+    path: str, audit: _Audit, progress: Progress | None, require_signatures: bool
+) -> ExportSummary:
+    """The whole export, item by item, in this process (``path`` may be ``-``)."""
+    stream = _open(path)
+    try:
+        reader: Any = stream
+        if progress is not None:
+            reader = _CountingReader(stream, _file_size(stream), progress)
+        v = ExportVerifier(None, None, require_signatures)
+        _drive(v.items(cast(BinaryIO, reader)), audit, stop_at_runs=False)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    assert v.summary is not None
+    return v.summary
+
+
+def _verify_in_chunks(
+    path: str, audit: _Audit, jobs: int, progress: Progress | None, require_signatures: bool
+) -> ExportSummary:
+    """The header and checkpoints item by item (with the audit's policy checks), then the whole
+    file by :func:`verifier.parallel.verify_export_parallel`, then the light ``since`` pass."""
+    summary: ExportSummary | None = None
+    with open(path, "rb") as f:
+        v = ExportVerifier(None, None, require_signatures)
+        if _drive(v.items(f), audit, stop_at_runs=True):
+            summary = v.summary
+    if summary is None:
+        summary = verify_export_parallel(
+            path, jobs=jobs, require_record_signatures=require_signatures, progress=progress
+        )
+        _check_same_prefix(summary, audit)
+    if audit.tree is not None:
+        _scan_sealed_heads(path, audit.tree, summary)
+    return summary
 
 
 def _count_lines(path: str) -> int:
@@ -735,6 +593,17 @@ def _success(
     records_trusted: bool,
     scope: QuorumScope,
 ) -> None:
+    """The report of an export that verified: its checks, its facts and its notes."""
+    _success_checks(report, audit, s, lines, records_trusted)
+    _success_facts(report, audit, s, lines, records_trusted)
+    if kept is not None:
+        _since_result(report, kept, proof)
+    _success_notes(report, s, kept, records_trusted, scope)
+
+
+def _success_checks(
+    report: Report, audit: _Audit, s: ExportSummary, lines: int, records_trusted: bool
+) -> None:
     report.check(
         "export-format",
         "export format: grammar, canonical spelling, order, counts and digest",
@@ -768,6 +637,11 @@ def _success(
         s.consistency_proofs,
         "proofs",
     )
+
+
+def _success_facts(
+    report: Report, audit: _Audit, s: ExportSummary, lines: int, records_trusted: bool
+) -> None:
     covered = max(s.checkpoint_sizes, default=0)
     report.facts.update(
         {
@@ -789,19 +663,32 @@ def _success(
             "checkpoints": [c.to_json() for c in audit.checkpoints],
         }
     )
-    if kept is not None:
-        m = kept.checkpoint.size
-        report.check(
-            "since",
-            f"consistent with the kept checkpoint of size {m} (--since)",
-            1,
-            "checkpoints",
-        )
-        report.facts["since"] = {
-            "size": m,
-            "root": b64encode(kept.checkpoint.root),
-            "proof": [b64encode(h) for h in proof],
-        }
+
+
+def _since_result(report: Report, kept: KeptCheckpoint, proof: list[bytes]) -> None:
+    """The ``since`` check that passed, and its facts (the kept size and root, the proof)."""
+    m = kept.checkpoint.size
+    report.check(
+        "since",
+        f"consistent with the kept checkpoint of size {m} (--since)",
+        1,
+        "checkpoints",
+    )
+    report.facts["since"] = {
+        "size": m,
+        "root": b64encode(kept.checkpoint.root),
+        "proof": [b64encode(h) for h in proof],
+    }
+
+
+def _success_notes(
+    report: Report,
+    s: ExportSummary,
+    kept: KeptCheckpoint | None,
+    records_trusted: bool,
+    scope: QuorumScope,
+) -> None:
+    covered = max(s.checkpoint_sizes, default=0)
     if not s.checkpoints:
         report.note(
             "the export carries no checkpoint: nothing in it is signed by the log key, and no "

@@ -7,13 +7,22 @@ the same message (``"line N: …"``) and the same attributes (``line``, ``run``,
 ``name``, ``key_id``), for the first failure in ``verify_export``'s order, whatever the number
 of processes and however they are scheduled.
 
+This module holds only the chunking, the scheduling and the merging. Every check is the export
+checker's (:mod:`tlog.export`): the prefix is the one-pass verifier itself, a chunk's runs are
+verified by :class:`tlog.export.scan.RunScanner` (the C accelerator included), their order by
+:class:`tlog.export.scan.RunOrder`, the rebuilt log and its checkpoints by
+:class:`tlog.export.follow.LogFollower`, the end line by :func:`tlog.export.follow.check_end` —
+so its messages are the one-pass verifier's by construction (``tests/test_verifier_parallel.py``
+compares both verifiers on hundreds of mutated files all the same).
+
 How the work is split
 =====================
 
 1. **Prefix, in order.** :class:`tlog.export.ExportVerifier` itself reads the magic line, the
    header (and the trusted-key arguments), every checkpoint (signatures verified) and the first
-   ``run`` line — and nothing more: it is left suspended there. A file with no run is verified
-   by it to the end. So every error up to the first run line is the one-pass verifier's own.
+   ``run`` line — and nothing more: it is left suspended there, and its log follower (the
+   checkpoints still to reach) is taken over. A file with no run is verified by it to the end.
+   So every error up to the first run line is the one-pass verifier's own.
 2. **Chunks.** The rest of the file is cut into chunks of about ``chunk_bytes`` at line starts
    ``run `` (the byte after an LF followed by ``run ``), found with ``mmap.find``; each chunk
    is given its first byte offset, its first line number (the LFs before it are counted) and
@@ -25,55 +34,29 @@ How the work is split
    one long run is one process's.
 3. **Chunk verification** (by the calling thread and ``jobs - 1`` workers — threads when the C
    scan does the records, processes otherwise: :func:`_threads_suffice`; the file is
-   memory-mapped in each process) goes run by run, re-implementing the one-pass
-   reader's run loop step by step — line reads with their length and truncation checks, the
-   one line of look-ahead after a record (its ``sig`` line, then the line after it), the run
-   line's own grammar, every record's hash spelling, body, run and seq, the seal-record rule
-   (a sealed run's last record is its seal record naming its outcome; no other), the chain link, the
-   record signature, the "run or end line after the last record" rule — in the same order,
-   raising the same errors (the helpers of :mod:`tlog.export` are called where they exist). It
-   stops at its first failure, at the first line of the next chunk, or at a line that
-   is not a ``run`` line where a run line is due (the ``end`` line, or a bad line). It
-   returns, per run, (line, run ID, count, sealed position, leaf hash of the head, line of the
-   last record), the number of signed records, the run whose records it was in when it failed
-   (if any), and the failure (class, args and attributes, rebuilt identically in the
-   coordinator).
+   memory-mapped in each process) is :meth:`tlog.export.scan.RunScanner.scan` over the chunk's
+   lines (:class:`tlog.export.scan.ChunkLines`). It stops at its first failure, at the first
+   line of the next chunk, or at a line that is not a ``run`` line where a run line is due
+   (the ``end`` line, or a bad line), and returns the verified runs, the number of signed
+   records, the run whose records it was in when it failed (if any), and the failure (class,
+   args and attributes, rebuilt identically in the coordinator).
 4. **Coordinator, in order.** The results are consumed in file order (:class:`_Shared`: the
    pool is kept two chunks per worker ahead, and whenever the next result is not ready the
    calling process verifies the next chunk itself instead of waiting; a worker that dies
    raises ``BrokenProcessPool``). A chunk of sealed runs at consecutive positions comes back
-   in columns and is merged at once (its run IDs new and distinct, its first position the
-   next); any other is merged run by run: for each
-   run the coordinator makes the checks that need what came before — a sealed run's position
-   is the next one, no sealed run after an unsealed one, unsealed runs in ID order, no run ID
-   twice — at the point where the one-pass reader makes them (after the run line's own
-   grammar, before its records); after a sealed run's last record it appends the leaf to the
-   rebuilt log and checks each checkpoint whose size the log reaches (root, then the RFC 6962
-   consistency proof from the previous checkpoint), as the one-pass verifier does. The first
-   chunk that failed raises its failure after the coordinator's checks that precede it, so the
-   reported failure is the first in file order. At the stop line the coordinator does the
-   ``end`` line's checks (grammar, counts, the digest, nothing after it, no checkpoint larger
-   than the log) and builds the summary. On a failure the chunks not started are cancelled
-   and the call returns once the running ones finish (no worker outlives it).
+   in columns and is merged at once (:meth:`tlog.export.scan.RunOrder.take_sealed`); any other
+   is merged run by run (:meth:`tlog.export.scan.RunOrder.run_line`), at the point where the
+   one-pass reader makes those checks. Sealed runs' leaves enter the rebuilt log in batches,
+   each ending where the log reaches the next checkpoint's size, so each checkpoint is checked
+   at its run. The first chunk that failed raises its failure after the coordinator's checks
+   that precede it, so the reported failure is the first in file order. At the stop line the
+   coordinator does the ``end`` line's checks and builds the summary. On a failure the chunks
+   not started are cancelled and the call returns once the running ones finish (no worker
+   outlives it).
 5. **Digest.** SHA-256 of every byte before the end line is computed by a thread of the
    coordinator while the chunks are verified (``hashlib`` releases the GIL, and so do the C
    scans while they hash), up to the start of the file's last line; if the stop line is
    elsewhere (an invalid file), the digest of the bytes before it is computed then.
-
-Speed. Runs are first offered to the C scan of ``tlog/_speedups.c`` (``scan_runs``): it takes
-the whole runs it is sure of — a run line in its common spelling, then records whose hash is
-canonical base64, whose body is canonical JSON naming the run and seq and keeps the seal-record
-rule, whose chain link holds, not signed, and the "run or end line" after the last — hashing
-without the GIL, and stops at
-the first run it is not sure of, which the Python loop below then does (a record at a time,
-resuming the C scan for the rest of the run with ``scan_records``). What the C code takes, the
-Python code would take with the same result (``tests/test_speedups.py``); so errors, and their
-messages, always come from the Python code. Python's own fast paths accept exactly a subset of
-what the one-pass code accepts and fall back to it whenever unsure: the hash by one strict
-base64 round trip; the body by :func:`tlog.journal.body_names` (the one-pass verifier's own).
-A ``sig`` line whose (key name, key ID) is a declared record key is read by the same base64
-round trip; the signature is checked by the same :class:`tlog.note.Verifier` as the one-pass
-verifier's. Without the C extension, the Python loop does every run.
 
 Memory: the coordinator keeps the one-pass verifier's state (a set entry per sealed run, the
 log's stored hashes) and the results of chunks not yet merged — each about 100 bytes per run —
@@ -90,66 +73,36 @@ each worker and must be guarded by ``if __name__ == "__main__":``.
 
 Progress: ``progress(done, total)`` is called with bytes: once after the prefix, then after
 each chunk is merged, and ``(size, size)`` at the end.
-
-This module depends on private helpers of :mod:`tlog.export` (``_Keys``, ``_check_header``,
-``_check_body``, ``_check_seal_record``, ``_parse_sig_line``, ``_run_line``, ``_decimal``,
-``_describe``, ``_keyword``) so
-that its messages are the one-pass verifier's by construction; the messages written inline in
-``tlog.export`` are copied here, and ``tests/test_verifier_parallel.py`` compares both
-verifiers on hundreds of mutated files to catch any drift.
 """
 
 from __future__ import annotations
 
-import binascii
 import functools
 import hashlib
 import mmap
 import multiprocessing
 import os
-import re
 import threading
 from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
-from tlog.errors import MalformedError, ProofError, TlogError, UsageError
+from tlog.errors import TlogError, UsageError
 from tlog.export import (
-    HASH_TEXT_SIZE,
-    MAX_LINE,
-    CheckpointItem,
     EndItem,
-    ExportChainError,
-    ExportFormatError,
     ExportHeader,
-    ExportProofError,
-    ExportSignatureError,
     ExportSummary,
-    ExportVerificationError,
     ExportVerifier,
-    HeaderItem,
     RunItem,
-    _check_body,
-    _check_header,
-    _check_seal_record,
-    _decimal,
-    _describe,
-    _Keys,
-    _keyword,
-    _parse_sig_line,
+    VerifiedRun,
+    accel,
 )
-from tlog.export import _run_line as _export_run_line
-from tlog.journal import (
-    GENESIS,
-    RECORD_SIGNATURE_CONTEXT,
-    body_names,
-)
-from tlog.merkle import MemoryHashStore, consistency_proof, leaf_hash
-from tlog.merkle import verify_consistency as _verify_consistency
-from tlog.note import Verifier
+from tlog.export.check import check_header
+from tlog.export.follow import LogFollower, check_end
+from tlog.export.scan import BLOCK, ChunkLines, RunOrder, RunScan, RunScanner
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "verify_export_parallel"]
 
@@ -162,28 +115,7 @@ MIN_CHUNK_BYTES = 256 << 10
 _DIGEST_BLOCK = 64 << 20
 """Bytes hashed per call (hashlib releases the GIL meanwhile): few calls, so the digest thread
 seldom needs the GIL, which the C scans hold for a whole chunk."""
-_BLOCK = 1 << 20
-"""Bytes a worker reads at a time (less than MAX_LINE, so a block's lines need no length
-check); a chunk's lines are never all held at once."""
-assert _BLOCK <= MAX_LINE
 _sha256 = hashlib.sha256
-_Run = tuple[int, str, int, int, bytes | None, int]
-"""A verified run: (run line, run ID, count, sealed position or -1, leaf or None, last line)."""
-
-_scan: (
-    Callable[[bytes, int, int, bytes, int, int, bytes, bytes | None], tuple[int, int, bytes]] | None
-) = None
-_scan_runs: Callable[[bytes | mmap.mmap, int, int, int], tuple[int, int, list[_Run]]] | None = None
-_count_lines: Callable[[mmap.mmap, int, int], int] | None = None
-try:  # the C scans (tlog/_speedups.c); without them _runs's own loop does every record
-    from tlog._speedups import count_lines, scan_records, scan_runs
-except ImportError:  # pragma: no cover - installed without a C compiler
-    pass
-else:
-    _scan, _scan_runs, _count_lines = scan_records, scan_runs, count_lines
-_a2b = binascii.a2b_base64
-_b2a = binascii.b2a_base64
-
 
 # --- failures across processes --------------------------------------------------------------
 
@@ -209,134 +141,14 @@ def _rebuild(failure: _Failure) -> BaseException:
     return e
 
 
-# --- the record fast paths ------------------------------------------------------------------
-
-
-def _hash_of(text: bytes) -> bytes | None:
-    """The 32 bytes of a canonical base64 hash, or None when not sure (then: parse_hash)."""
-    try:
-        h = _a2b(text, strict_mode=True)
-    except binascii.Error:
-        return None
-    return h if len(h) == 32 and _b2a(h, newline=False) == text else None
-
-
-# A run line as the one-pass reader accepts it, in its common spelling: a run ID, a count of at
-# most 18 digits, and for a sealed run a position of at most 18 digits and an outcome (18 digits
-# stay below 2^63, so no bound needs checking; a sealed run's count of 1 is refused by
-# _run_line). Anything else goes through _run_line.
-_RUN_LINE = re.compile(
-    rb"run ([A-Za-z0-9][A-Za-z0-9._:@-]{0,127}) ([1-9][0-9]{0,17})"
-    rb"(?: sealed (0|[1-9][0-9]{0,17}) ([A-Za-z][A-Za-z0-9_.-]{0,63}))?"
-)
-
-
-# --- reading lines of a chunk ---------------------------------------------------------------
-
-
-class _Reader:
-    """The one-pass reader's lines (``tlog.export._Lines``) from ``start`` of a mapped file.
-
-    Lines before ``end`` are read in blocks of at most :data:`_BLOCK` bytes, each cut after its
-    last LF (``buf``; ``at`` is the offset in it of the next line, which the record scan of
-    :func:`_runs` may also advance); a line longer than a block, and every line at or after
-    ``end`` (only the look-ahead at the end of a chunk, or a run that overruns it — a failure),
-    is read alone from the map. Line numbers, the length limit and the truncation check are the
-    one-pass reader's. One line of push-back.
-    """
-
-    def __init__(self, mm: mmap.mmap, size: int, start: int, end: int, lineno: int) -> None:
-        self.mm = mm
-        self.size = size
-        self.end = end
-        self.pos = start  # the offset of the first byte after buf
-        self.buf = b""  # a block of whole lines (each ends in LF)
-        self.at = 0  # the offset in buf of the next line
-        self.block_start = start  # the file offset of buf[0]
-        self.lineno = lineno  # the number of the last line read
-        self.last = start  # the file offset of the last line read by next()
-        self.last_in_buf = False  # whether that line came from buf
-        self.back: tuple[int, bytes] | None = None
-
-    def next(self) -> tuple[int, bytes] | None:
-        back = self.back
-        if back is not None:
-            self.back = None
-            return back
-        at = self.at
-        buf = self.buf
-        if at < len(buf):
-            lf = buf.index(b"\n", at)
-            self.at = lf + 1
-            self.lineno += 1
-            self.last = self.block_start + at
-            self.last_in_buf = True
-            return self.lineno, buf[at:lf]
-        return self._fill()
-
-    def _fill(self) -> tuple[int, bytes] | None:
-        off = self.pos
-        self.buf = b""
-        self.at = 0
-        if off < self.end:
-            buf = self.mm[off : min(off + _BLOCK, self.end)]
-            cut = buf.rfind(b"\n")
-            if cut >= 0:
-                # Lines of a block are shorter than _BLOCK <= MAX_LINE: no length check.
-                self.buf = buf[: cut + 1]
-                self.block_start = off
-                self.pos = off + cut + 1
-                return self.next()
-        if off >= self.size:
-            return None
-        self.lineno += 1
-        lf = self.mm.find(b"\n", off, min(off + MAX_LINE + 1, self.size))
-        if lf < 0:
-            if self.size - off > MAX_LINE:
-                raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
-            raise ExportFormatError(self.lineno, "the export is truncated (last line has no LF)")
-        if lf - off > MAX_LINE:  # pragma: no cover - the find is bounded to MAX_LINE + 1 bytes
-            raise ExportFormatError(self.lineno, f"line is longer than {MAX_LINE} bytes")
-        self.last = off
-        self.last_in_buf = False
-        self.pos = lf + 1
-        return self.lineno, self.mm[off:lf]
-
-    def unread(self) -> bool:
-        """Undo the push-back of a line that came from ``buf``: it is read again from there
-        (so that the record scan can take it). False when there is nothing to undo."""
-        if self.back is None or not self.last_in_buf:
-            return False
-        self.back = None
-        self.at = self.last - self.block_start
-        self.lineno -= 1
-        return True
-
-    def at_chunk_end(self) -> bool:
-        """True when the next line to read starts at or after the chunk's end."""
-        if self.back is not None:  # the pushed-back line is the last one read
-            return self.last >= self.end
-        return self.at >= len(self.buf) and self.pos >= self.end
-
-    def offset_of_last(self) -> int:
-        """The byte offset of the last line read by :meth:`next`."""
-        return self.last
-
-
 # --- the worker -----------------------------------------------------------------------------
 
 
 @dataclass
-class _ChunkResult:
+class _ChunkResult(RunScan):
     """What a worker found in one chunk (see the module docstring, step 3)."""
 
-    runs: list[_Run] = field(default_factory=list)
-    signed: int = 0
-    partial: tuple[int, str, int] | None = None
-    """(line, run ID, sealed position or -1) of the run whose records held the failure."""
     failure: _Failure | None = None
-    stop: tuple[int, int, bytes] | None = None
-    """(line, offset, bytes) of a line that is not a run line where a run line is due."""
     end: int = 0
     """The chunk's end offset (for progress)."""
     sealed: _SealedRuns | None = None
@@ -356,7 +168,7 @@ class _SealedRuns:
     last_lines: array[int]  # the lines of their last records
 
     @classmethod
-    def of(cls, runs: list[_Run]) -> _SealedRuns | None:
+    def of(cls, runs: list[VerifiedRun]) -> _SealedRuns | None:
         first = runs[0][3]
         if first < 0 or [r[3] for r in runs] != list(range(first, first + len(runs))):
             return None
@@ -369,7 +181,7 @@ class _SealedRuns:
             array("q", [r[5] for r in runs]),
         )
 
-    def runs(self) -> list[_Run]:
+    def runs(self) -> list[VerifiedRun]:
         leaves = self.leaf_list()
         ids = self.ids.split("\n")
         return [
@@ -386,29 +198,22 @@ class _SealedRuns:
 
 @dataclass
 class _Context:
-    """A process's view of the file and of the header's record keys."""
+    """A process's view of the file, and its run scanner."""
 
     mm: mmap.mmap
     size: int
-    record_keys: dict[tuple[str, int], Verifier]
-    fast_keys: dict[tuple[bytes, bytes], Verifier]
-    require_signatures: bool
-    keys: _Keys  # for _parse_sig_line
+    scanner: RunScanner
 
     @classmethod
     def open(
         cls, path: str, header: ExportHeader, require_signatures: bool, mm: mmap.mmap | None = None
     ) -> _Context:
         """The context of a worker process, or (``mm``: the caller's map) of the caller."""
-        keys = _check_header(header)
+        keys = check_header(header)
         if mm is None:
             with open(path, "rb") as f:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        fast = {
-            (name.encode("utf-8"), b"%08x" % key_id): v
-            for (name, key_id), v in keys.record_keys.items()
-        }
-        return cls(mm, len(mm), keys.record_keys, fast, require_signatures, keys)
+        return cls(mm, len(mm), RunScanner(keys, require_signatures))
 
 
 _WORKER: _Context | None = None
@@ -432,9 +237,9 @@ def verify_chunk(ctx: _Context, start: int, end: int, line: int, last: bool) -> 
     first failure is returned in the result.
     """
     result = _ChunkResult(end=end)
-    rd = _Reader(ctx.mm, ctx.size, start, end, line - 1)
+    lines = ChunkLines(ctx.mm, ctx.size, start, end, line - 1)
     try:
-        _runs(ctx, rd, result, last)
+        ctx.scanner.scan(lines, result, last)
     except Exception as e:
         result.failure = _portable(e)
     if result.runs and result.failure is None:
@@ -444,180 +249,7 @@ def verify_chunk(ctx: _Context, start: int, end: int, line: int, last: bool) -> 
     return result
 
 
-def _runs(ctx: _Context, rd: _Reader, result: _ChunkResult, last: bool) -> None:
-    """The one-pass reader's run loop and the verifier's record checks (tlog.export)."""
-    runs = result.runs
-    record_keys = ctx.fast_keys
-    require = ctx.require_signatures
-    sha = _sha256
-    scan_runs = _scan_runs if not require else None  # it takes unsigned records only
-    while True:
-        if not last and rd.at_chunk_end():
-            return
-        if scan_runs is not None and rd.back is None:
-            # The C scan takes whole runs it is sure of, up to the end of the block (or of the
-            # chunk, read from the map without a copy) or to a run it is not sure of (a signed
-            # record, a failure, a run that ends at the chunk's end), which the code below does.
-            found = None
-            if rd.at < len(rd.buf):
-                rd.at, rd.lineno, found = scan_runs(rd.buf, rd.at, len(rd.buf), rd.lineno)
-            elif rd.pos < rd.end:
-                rd.pos, rd.lineno, found = scan_runs(rd.mm, rd.pos, rd.end, rd.lineno)
-            if found:
-                runs += found
-                continue
-        got = rd.next()
-        if got is None:
-            raise ExportFormatError(
-                rd.lineno + 1, "the export is truncated: expected a run or end line"
-            )
-        n, data = got
-        plain = _RUN_LINE.fullmatch(data)
-        if plain is not None and (plain[3] is None or plain[2] != b"1"):
-            # The common spelling, whose values need no further check.
-            run_id = plain[1]
-            run = run_id.decode("ascii")
-            count = int(plain[2])
-            pos = -1 if plain[3] is None else int(plain[3])
-            outcome: bytes | None = plain[4]
-        else:
-            run_id, run, count, pos, outcome = _run_line(n, data)
-            if not run_id:
-                result.stop = (n, rd.offset_of_last(), data)
-                return
-        sealed_as = None if outcome is None else outcome.decode("ascii")
-        run_line = n
-        result.partial = (run_line, run, pos)
-
-        prev = GENESIS
-        seq = 0
-        scan = _scan if not require else None  # it takes unsigned records only
-        while seq < count:
-            if scan is not None and (rd.back is None or rd.unread()) and rd.at < len(rd.buf):
-                # The C scan takes the plain records it is sure of, then the loop below does
-                # one record (the verdict, or a signed record) and the scan resumes. A scan
-                # that takes nothing is not tried again in this run (signed records).
-                at, taken, prev = scan(
-                    rd.buf, rd.at, len(rd.buf), run_id, seq + 1, count, prev, outcome
-                )
-                if taken:
-                    rd.at = at
-                    rd.lineno += taken
-                    seq += taken
-                    if seq == count:
-                        n = rd.lineno
-                        break
-                else:
-                    scan = None
-            seq += 1
-            got = rd.next()
-            if got is None:
-                raise ExportFormatError(
-                    rd.lineno + 1,
-                    f"the export is truncated: expected record {seq} of run {run} "
-                    f"({count} announced)",
-                )
-            n, data = got
-            if data.startswith((b"run ", b"end ")):
-                raise ExportFormatError(
-                    n,
-                    f"run {run} (line {run_line}) announced {count} records, "
-                    f"the export holds {seq - 1}",
-                )
-            if len(data) < HASH_TEXT_SIZE + 2 or data[HASH_TEXT_SIZE] != 0x20:
-                raise ExportFormatError(
-                    n, f"expected record {seq} of run {run} ('<hash> <body>'): {_describe(data)}"
-                )
-            h = _hash_of(data[:HASH_TEXT_SIZE])
-            if h is None:
-                h = _slow_hash(data[:HASH_TEXT_SIZE], n, run, seq)
-            raw = data[HASH_TEXT_SIZE + 1 :]
-            if not body_names(raw, run, seq):
-                _check_body(raw, run, seq, n, run_line)
-            _check_seal_record(raw, run, seq, n, run_line, sealed_as if seq == count else None)
-            verifier: Verifier | None = None
-            sig = b""
-            nxt = rd.next()
-            if nxt is not None and nxt[1].startswith(b"sig "):
-                verifier, sig = _sig(ctx, record_keys, nxt, run, seq)
-                nxt = rd.next()
-            if nxt is not None:
-                rd.back = nxt
-                if seq == count and not nxt[1].startswith((b"run ", b"end ")):
-                    raise ExportFormatError(
-                        nxt[0],
-                        f"run {run} (line {run_line}) announced {count} records; expected a "
-                        f"run or end line after its last, found {_describe(nxt[1])}",
-                    )
-            # The one-pass verifier's checks of the record (tlog.export.ExportVerifier.items).
-            if sha(prev + raw).digest() != h:
-                raise ExportChainError(
-                    n, run, seq, "hash does not cover the body and the previous record's hash"
-                )
-            if verifier is not None:
-                result.signed += 1
-                if not verifier.verify(RECORD_SIGNATURE_CONTEXT + h, sig):
-                    raise ExportSignatureError(
-                        n + 1, verifier.name, verifier.key_id, f"run {run} record {seq}"
-                    )
-            elif require:
-                raise ExportVerificationError(n, f"run {run} record {seq} is not signed")
-            prev = h
-        result.partial = None
-        runs.append((run_line, run, count, pos, leaf_hash(prev) if pos >= 0 else None, n))
-
-
-def _run_line(n: int, data: bytes) -> tuple[bytes, str, int, int, bytes | None]:
-    """A run line (line ``n``) by the one-pass reader's own grammar (tlog.export._run_line):
-    (run ID bytes, run ID, count, sealed position or -1, outcome or None); ``b""`` when
-    ``data`` is not a ``run`` line. The checks that depend on the runs before it are the
-    coordinator's."""
-    rest = _keyword(data, b"run")
-    if rest is None:
-        return b"", "", 0, -1, None
-    run, count, pos, outcome = _export_run_line(rest, n)
-    return run.encode("ascii"), run, count, pos, outcome.encode("ascii") if pos >= 0 else None
-
-
-def _slow_hash(text: bytes, line: int, run: str, seq: int) -> bytes:
-    from tlog.encoding import parse_hash  # noqa: PLC0415 - the rare path
-
-    try:
-        return parse_hash(text, f"hash of run {run} record {seq}")
-    except MalformedError as e:
-        raise ExportFormatError(line, str(e)) from None
-
-
-def _sig(
-    ctx: _Context,
-    fast_keys: dict[tuple[bytes, bytes], Verifier],
-    got: tuple[int, bytes],
-    run: str,
-    seq: int,
-) -> tuple[Verifier, bytes]:
-    """A ``sig`` line's verifier and signature (tlog.export._parse_sig_line's verdict)."""
-    tokens = got[1].split(b" ")
-    if len(tokens) == 4:
-        v = fast_keys.get((tokens[1], tokens[2]))
-        if v is not None:
-            try:
-                sig = _a2b(tokens[3], strict_mode=True)
-            except binascii.Error:
-                sig = b""
-            if len(sig) == 64 and _b2a(sig, newline=False) == tokens[3]:
-                return v, sig
-    s = _parse_sig_line(got[1], got[0], ctx.keys, f"run {run} record {seq}")
-    return ctx.record_keys[(s.name, s.key_id)], s.sig
-
-
 # --- the coordinator ------------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    size: int
-    root: bytes
-    line: int
 
 
 class _Digest:
@@ -660,201 +292,74 @@ class _Digest:
 class _Merge:
     """The one-pass verifier's state after the first run line, advanced chunk by chunk."""
 
-    def __init__(self, header: ExportHeader, checkpoints: list[CheckpointItem]) -> None:
-        self.header = header
-        self.sizes = [(c.checkpoint.size, c.line) for c in checkpoints]
-        self.last_note = checkpoints[-1].note if checkpoints else None
-        keys = _check_header(header)
-        self.cosignatures = dict.fromkeys(header.witness_keys, 0)
-        for c in checkpoints:
-            for sig in c.signatures:
-                vkey = keys.note_keys[(sig.name, sig.key_id)][1]
-                if vkey in self.cosignatures:
-                    self.cosignatures[vkey] += 1
-        pending = [_Pending(c.checkpoint.size, c.checkpoint.root, c.line) for c in checkpoints]
-        # At the first run line the one-pass verifier checked a size-0 checkpoint (the first, if
-        # any) against the empty log.
-        self.reached: _Pending | None = None
-        if pending and pending[0].size == 0:
-            self.reached = pending.pop(0)
-        self.pending = pending
-        self.tree = MemoryHashStore()
-        self.consistency = 0
-        self.sealed_ids: set[str] = set()
-        self.position = 0
-        self.last_unsealed: str | None = None
-        self.runs = 0
+    def __init__(self, follow: LogFollower) -> None:
+        self.follow = follow  # the prefix's: its checkpoints, a size-0 one already reached
+        self.order = RunOrder()
         self.records = 0
         self.signed = 0
-
-    def run_line(self, n: int, run: str, pos: int) -> None:
-        """The run line's checks that depend on the runs before it (tlog.export.read_export)."""
-        if pos >= 0:
-            if self.last_unsealed is not None:
-                raise ExportFormatError(n, f"sealed run {run} follows an unsealed run")
-            if pos != self.position:
-                raise ExportFormatError(
-                    n,
-                    f"run {run} is sealed at position {pos}, the next position is {self.position}",
-                )
-            if run in self.sealed_ids:
-                raise ExportFormatError(n, f"run {run} appears twice")
-            self.sealed_ids.add(run)
-            self.position += 1
-        else:
-            if self.last_unsealed is not None and run <= self.last_unsealed:
-                raise ExportFormatError(
-                    n, f"unsealed run {run} does not follow {self.last_unsealed} in run ID order"
-                )
-            if run in self.sealed_ids:
-                raise ExportFormatError(n, f"run {run} appears twice (sealed and unsealed)")
-            self.last_unsealed = run
-        self.runs += 1
-
-    def add_leaves(self, leaves: list[bytes], at_line: int) -> None:
-        """Sealed runs' heads enter the log; check the checkpoints of the size they reach.
-
-        Requires: no pending checkpoint's size lies strictly between the log's size before and
-        after (each is reached by the last of a batch: :meth:`chunk` cuts them so).
-        """
-        tree = self.tree
-        tree.extend(leaves)
-        pending = self.pending
-        while pending and pending[0].size == tree.size:
-            cp = pending.pop(0)
-            if tree.root() != cp.root:
-                raise ExportProofError(
-                    cp.line,
-                    f"checkpoint of size {cp.size}: its root is not the root of the log "
-                    f"rebuilt from the sealed runs (size {cp.size} reached at line {at_line})",
-                )
-            reached = self.reached
-            if reached is not None and reached.size > 0:
-                proof = consistency_proof(reached.size, cp.size, tree)
-                try:
-                    _verify_consistency(reached.size, cp.size, reached.root, cp.root, proof)
-                except ProofError as e:  # pragma: no cover - both roots matched the tree
-                    raise ExportProofError(cp.line, str(e)) from None
-                self.consistency += 1
-            self.reached = cp
 
     def chunk(self, result: _ChunkResult) -> None:
         """Merge one chunk's result, in file order; raise its first failure at its place."""
         sealed = result.sealed
         if sealed is not None:
-            ids = set(sealed.ids.split("\n"))
-            if (
-                self.last_unsealed is None
-                and sealed.first == self.position
-                and len(ids) == len(sealed.counts)
-                and self.sealed_ids.isdisjoint(ids)
+            if self.order.take_sealed(
+                sealed.first, set(sealed.ids.split("\n")), len(sealed.counts)
             ):
-                # Sealed runs at the next positions, with new and distinct IDs: every check
-                # of run_line holds for each of them, so only the counts and leaves merge.
-                self._sealed(sealed, ids)
+                # Sealed runs at the next positions, with new and distinct IDs: only the counts
+                # and leaves merge.
+                self._sealed(sealed)
                 self.signed += result.signed
                 return
             result.runs = sealed.runs()  # one of them fails a check: run by run
         # Leaves are added in batches (MemoryHashStore.extend is several times faster per leaf
         # than append), each ending where the log reaches the next checkpoint's size, so each
         # checkpoint is checked at its run, as the one-pass verifier checks it.
+        follow = self.follow
         batch: list[bytes] = []
-        due = self.pending[0].size - self.tree.size if self.pending else -1
+        due = follow.due()
         last_line = 0
         for n, run, count, pos, leaf, last_line in result.runs:
-            self.run_line(n, run, pos)
+            self.order.run_line(n, run, pos)
             self.records += count
             if leaf is not None:
                 batch.append(leaf)
                 if len(batch) == due:
-                    self.add_leaves(batch, last_line)
+                    follow.add_leaves(batch, last_line)
                     batch = []
-                    due = self.pending[0].size - self.tree.size if self.pending else -1
+                    due = follow.due()
         if batch:
-            self.add_leaves(batch, last_line)
+            follow.add_leaves(batch, last_line)
         if result.partial is not None:
-            self.run_line(*result.partial)
+            self.order.run_line(*result.partial)
         if result.failure is not None:
             raise _rebuild(result.failure) from None
         self.signed += result.signed
 
-    def _sealed(self, sealed: _SealedRuns, ids: set[str]) -> None:
+    def _sealed(self, sealed: _SealedRuns) -> None:
         k = len(sealed.counts)
-        self.sealed_ids |= ids
-        self.position += k
-        self.runs += k
         self.records += sum(sealed.counts)
         leaves = sealed.leaf_list()
         i = 0
         while i < k:
             # A batch ends where the log reaches the next checkpoint's size (see chunk).
-            due = self.pending[0].size - self.tree.size if self.pending else 0
+            due = self.follow.due()
             j = i + due if 0 < due <= k - i else k
-            self.add_leaves(leaves[i:j], sealed.last_lines[j - 1])
+            self.follow.add_leaves(leaves[i:j], sealed.last_lines[j - 1])
             i = j
 
     def end(self, n: int, offset: int, data: bytes, size: int, digest: _Digest) -> ExportSummary:
-        """The end line's checks (tlog.export.read_export) and the summary."""
-        rest = _keyword(data, b"end")
-        if rest is None:
-            expected = "a run or end line"
-            if not self.runs:  # pragma: no cover - the first run line was read in the prefix
-                expected = "a checkpoint, run or end line"
-            raise ExportFormatError(n, f"expected {expected}, found {_describe(data)}")
-        tokens = rest.split(b" ")
-        if len(tokens) != 5:
-            raise ExportFormatError(
-                n, "expected 'end <checkpoints> <runs> <records> <log size> <digest>'"
-            )
-        counted = {
-            "checkpoints": len(self.sizes),
-            "runs": self.runs,
-            "records": self.records,
-            "log size": self.position,
-        }
-        for token, (what, have) in zip(tokens, counted.items(), strict=False):
-            declared = _decimal(token, n, f"end {what}")
-            if declared != have:
-                raise ExportFormatError(
-                    n, f"the end line counts {declared} {what}, the export holds {have}"
-                )
-        try:
-            from tlog.encoding import parse_hash  # noqa: PLC0415
-
-            end_digest = parse_hash(tokens[4], "end digest")
-        except MalformedError as e:
-            raise ExportFormatError(n, str(e)) from None
-        if end_digest != digest.before(offset):
-            raise ExportVerificationError(
-                n,
-                "the digest does not match the bytes before the end line: the export was changed "
-                "or damaged",
-            )
-        if offset + len(data) + 1 != size:
-            raise ExportFormatError(n + 1, "data after the end line")
-        for cp_size, line in self.sizes:
-            if cp_size > self.position:
-                raise ExportProofError(
-                    line,
-                    f"checkpoint of size {cp_size} is larger than the log "
-                    f"({self.position} sealed runs)",
-                )
-        assert not self.pending, "the sizes were checked against the log size"
-        return ExportSummary(
-            header=self.header,
-            checkpoints=len(self.sizes),
-            checkpoint_sizes=tuple(s for s, _ in self.sizes),
-            runs=self.runs,
-            sealed_runs=self.position,
-            records=self.records,
-            signed_records=self.signed,
-            log_size=self.tree.size,
-            log_root=self.tree.root(),
-            consistency_proofs=self.consistency,
-            cosignatures=self.cosignatures,
-            last_checkpoint=self.last_note,
-            digest=end_digest,
+        """The end line's checks (tlog.export.follow.check_end) and the summary."""
+        follow = self.follow
+        counted = (len(follow.sizes), self.order.runs, self.records, self.order.position)
+        item = check_end(
+            n,
+            data,
+            counted,
+            lambda: digest.before(offset),
+            lambda: offset + len(data) + 1 == size,
+            follow.sizes,
         )
+        return follow.summary(item, self.signed)
 
 
 def _chunks(
@@ -874,34 +379,29 @@ def _chunks(
             return
         end = cut + 1
         yield start, end, line, False
-        if _count_lines is not None:
-            line += _count_lines(mm, start, end)
+        count_lines = accel.count_lines
+        if count_lines is not None:
+            line += count_lines(mm, start, end)
         else:  # pragma: no cover - installed without a C compiler
-            for at in range(start, end, _BLOCK):
-                line += mm[at : min(at + _BLOCK, end)].count(b"\n")
+            for at in range(start, end, BLOCK):
+                line += mm[at : min(at + BLOCK, end)].count(b"\n")
         start = end
 
 
-def _prefix(
-    stream: BinaryIO, verifier: ExportVerifier
-) -> tuple[ExportSummary | None, HeaderItem | None, list[CheckpointItem], RunItem | None]:
-    """Run the one-pass verifier up to and including the first run line (or to the end)."""
-    header: HeaderItem | None = None
-    checkpoints: list[CheckpointItem] = []
+def _prefix(stream: BinaryIO, verifier: ExportVerifier) -> ExportSummary | RunItem:
+    """Run the one-pass verifier up to and including the first run line (then: that run
+    item; ``verifier.follower`` holds the header's keys and the checkpoints), or to the end
+    (then: the summary)."""
     items = cast(Generator[Any, None, None], verifier.items(stream))
     try:
         for item in items:
-            if isinstance(item, HeaderItem):
-                header = item
-            elif isinstance(item, CheckpointItem):
-                checkpoints.append(item)
-            elif isinstance(item, RunItem):
-                return None, header, checkpoints, item
-            elif isinstance(item, EndItem):
+            if isinstance(item, RunItem):
+                return item
+            if isinstance(item, EndItem):
                 for _ in items:  # pragma: no cover - nothing follows the end item
                     pass
                 assert verifier.summary is not None
-                return verifier.summary, header, checkpoints, None
+                return verifier.summary
     finally:
         items.close()
     raise AssertionError("ExportVerifier.items ends with an end item or raises")
@@ -958,21 +458,20 @@ def verify_export_parallel(
     path = os.fspath(path)
     verifier = ExportVerifier(log_key, record_keys, require_record_signatures)
     with open(path, "rb") as f:
-        done, header_item, checkpoints, first_run = _prefix(f, verifier)
-        if done is not None:
+        first_run = _prefix(f, verifier)
+        if isinstance(first_run, ExportSummary):
             if progress is not None:
                 size = os.fstat(f.fileno()).st_size
                 progress(size, size)
-            return done
-        assert header_item is not None and first_run is not None
+            return first_run
+        assert verifier.follower is not None
         after_run_line = f.tell()
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         return _verify_runs(
             path,
             mm,
-            header_item.header,
-            checkpoints,
+            verifier.follower,
             first_run,
             after_run_line,
             require_record_signatures,
@@ -996,7 +495,7 @@ def _threads_suffice(header: ExportHeader, require_signatures: bool) -> bool:
     required signature is checked in Python). Otherwise the records go through the Python loop,
     which holds the GIL: processes.
     """
-    return _scan_runs is not None and not header.record_keys and not require_signatures
+    return accel.scan_runs is not None and not header.record_keys and not require_signatures
 
 
 def _work_here(own: _Context, task: tuple[int, int, int, bool]) -> _ChunkResult:
@@ -1083,8 +582,7 @@ class _Shared:
 def _verify_runs(
     path: str,
     mm: mmap.mmap,
-    header: ExportHeader,
-    checkpoints: list[CheckpointItem],
+    follow: LogFollower,
     first_run: RunItem,
     after_run_line: int,
     require_signatures: bool,
@@ -1098,7 +596,8 @@ def _verify_runs(
     default = chunk_bytes is None  # an explicit size is kept to the end (tests rely on it)
     if chunk_bytes is None:
         chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, size // (8 * jobs)))
-    merge = _Merge(header, checkpoints)
+    header = follow.header
+    merge = _Merge(follow)
     if progress is not None:
         progress(start, size)
     tasks = _chunks(

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tlog import merkle
 from tlog.encoding import b64encode, parse_hash
 from tlog.errors import MalformedError
-from tlog.export import MAX_LINE
+from tlog.export import MAX_LINE, accel
 from tlog.journal import (
     GENESIS,
     KIND_RUN_SEALED,
@@ -48,9 +48,9 @@ def test_the_extension_is_built() -> None:
     assert _speedups is not None, "tlog._speedups is not built: see pyproject.toml"
     # and every fast path is wired to it
     assert merkle._c_fold is _speedups.fold_leaves
-    assert parallel._scan is _speedups.scan_records
-    assert parallel._scan_runs is _speedups.scan_runs
-    assert parallel._count_lines is _speedups.count_lines
+    assert accel.scan_records is _speedups.scan_records
+    assert accel.scan_runs is _speedups.scan_runs
+    assert accel.count_lines is _speedups.count_lines
 
 
 # --- count_lines ----------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def _export(tmp_path: Path, runs: int, per_run: int) -> Path:
 def test_scan_runs_takes_the_plain_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _export(tmp_path, 300, 4)
     taken: list[int] = []
-    real = parallel._scan_runs
+    real = accel.scan_runs
     assert real is not None
 
     def counting(buf: Any, at: int, end: int, lineno: int) -> Any:
@@ -314,15 +314,15 @@ def test_scan_runs_takes_the_plain_runs(tmp_path: Path, monkeypatch: pytest.Monk
         taken.append(len(out[2]))
         return out
 
-    monkeypatch.setattr(parallel, "_scan_runs", counting)
+    monkeypatch.setattr(accel, "scan_runs", counting)
     summary = parallel.verify_export_parallel(path, jobs=1, chunk_bytes=20_000)
     assert summary.sealed_runs == 300
     chunks = -(-path.stat().st_size // 20_000)
     # Every run but at most the last of each chunk (its look-ahead is past the chunk's end).
     assert sum(taken) >= 300 - chunks - 1, (sum(taken), chunks)
     # And with the scans off (the pure-Python loop) the summary is the same.
-    monkeypatch.setattr(parallel, "_scan_runs", None)
-    monkeypatch.setattr(parallel, "_scan", None)
+    monkeypatch.setattr(accel, "scan_runs", None)
+    monkeypatch.setattr(accel, "scan_records", None)
     assert parallel.verify_export_parallel(path, jobs=1, chunk_bytes=20_000) == summary
 
 

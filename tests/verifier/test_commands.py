@@ -62,9 +62,10 @@ from tlog.merkle import EMPTY_ROOT, MemoryHashStore, consistency_proof, leaf_has
 from tlog.note import Ed25519Signer, Signature, add_signatures, parse_note, sign_note
 from tlog.policy import Policy, TimePolicy
 from verifier import cli
-from verifier.export import Frontier, verify_export_file
 from verifier.export import _scan_sealed_heads as scan_sealed_heads
+from verifier.export import verify_export_file
 from verifier.report import SCHEMA, Failure, InputError, Report
+from verifier.since import Frontier
 
 ORIGIN = "example.com/journal"
 LOG_ORIGIN = f"{ORIGIN}/default"
@@ -1414,7 +1415,9 @@ def test_the_parallel_path_gives_the_same_report(
             reports = []
             for patched in (False, True):
                 if patched:
-                    monkeypatch.setattr(verifier_export, "_parallel", lambda: stand_in_parallel)
+                    monkeypatch.setattr(
+                        verifier_export, "verify_export_parallel", stand_in_parallel
+                    )
                 reports.append(
                     verify_export_file(
                         path,

@@ -53,9 +53,11 @@ from tlog.export import (
     ExportVerificationError,
     ExportWriter,
     RunSeal,
-    _check_body,
+    accel,
+    scan,
     verify_export,
 )
+from tlog.export.check import check_body, hash_of
 from tlog.journal import (
     GENESIS,
     KIND_RUN_SEALED,
@@ -356,7 +358,7 @@ def test_single_byte_changes_in_process(tmp_path: Path, monkeypatch: pytest.Monk
     classes = set()
     # Small blocks: lines are read from many blocks, and the longer ones alone.
     for chunk, block in ((1, 1 << 20), (150, 100)):
-        monkeypatch.setattr(parallel, "_BLOCK", block)
+        monkeypatch.setattr(scan, "BLOCK", block)
         for label, m in mutations(data, 300):
             if m == data:  # pragma: no cover - every mutation changes a byte
                 continue
@@ -392,7 +394,7 @@ def test_single_byte_changes_of_unsigned_runs(
     for n, (label, m) in enumerate(mutations(data, 400)):
         if m == data:  # a space written over a space
             continue
-        monkeypatch.setattr(parallel, "_BLOCK", (1 << 20, 300)[n % 2])
+        monkeypatch.setattr(scan, "BLOCK", (1 << 20, 300)[n % 2])
         # Every fourth with a worker thread beside this one (no record key: threads).
         got = same(p, m, jobs=2 if n % 4 == 0 else 1, chunk_bytes=(1, 700, 1 << 20)[n % 3])
         assert isinstance(got, TlogError), label
@@ -436,7 +438,7 @@ def test_the_record_scan_resumes_after_a_record_of_the_python_loop(
     p = tmp_path / "x"
     data = write(runs, sizes=(1,))
     taken: list[int] = []
-    real = parallel._scan
+    real = accel.scan_records
     assert real is not None
 
     def counting(*args: Any) -> Any:
@@ -444,7 +446,7 @@ def test_the_record_scan_resumes_after_a_record_of_the_python_loop(
         taken.append(out[1])
         return out
 
-    monkeypatch.setattr(parallel, "_scan", counting)
+    monkeypatch.setattr(accel, "scan_records", counting)
     assert same(p, data, jobs=1) == serial(data)
     assert sum(taken) >= 297, taken
 
@@ -633,7 +635,7 @@ def test_first_failure_wins_across_chunks(tmp_path: Path) -> None:
 
 def check_body_verdict(raw: bytes, run: str, seq: int) -> bool:
     try:
-        _check_body(raw, run, seq, 1, 1)
+        check_body(raw, run, seq, 1, 1)
     except TlogError:
         return False
     return True
@@ -737,7 +739,7 @@ def test_body_fast_path_accepts_ordinary_records() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=44, max_size=44) | st.from_regex(rb"[A-Za-z0-9+/=]{44}", fullmatch=True))
 def test_hash_fast_path_is_parse_hash(text: bytes) -> None:
-    fast = parallel._hash_of(text)
+    fast = hash_of(text)
     try:
         slow: bytes | None = parse_hash(text, "h")
     except MalformedError:
@@ -749,7 +751,7 @@ def test_hash_fast_path_is_parse_hash(text: bytes) -> None:
 def test_hash_fast_path_accepts_hashes() -> None:
     for i in range(50):
         h = hashlib.sha256(bytes([i])).digest()
-        assert parallel._hash_of(b64encode(h).encode()) == h
+        assert hash_of(b64encode(h).encode()) == h
 
 
 # --- 4. streaming ---------------------------------------------------------------------------
@@ -771,7 +773,7 @@ def long_export(records: int, runs: int = 4) -> bytes:
 
 
 def peak(path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(parallel, "_BLOCK", 8 << 10)
+    monkeypatch.setattr(scan, "BLOCK", 8 << 10)
     path.write_bytes(data)
     tracemalloc.start()
     try:
