@@ -53,7 +53,8 @@ Decisions where the contract leaves room (and :mod:`witness.statecheck`'s rules)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from store.db import MAX_ATTEMPTS, Dialect, Session, StoredValues, Tx, check_int, create_tables
@@ -130,16 +131,12 @@ def _swap(tx: Tx, expected: Cosigned | None, new: Cosigned) -> bool:
     """The compare-and-swap statement: True iff it wrote the row."""
     values = (new.size, new.root, new.note, new.updated_at)
     if expected is None:
-        try:
+        with _of_configured(tx, new.origin):
             n = tx.execute(
                 "INSERT INTO latest (origin, size, root, note, updated_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (origin) DO NOTHING",
                 (new.origin, *values),
             )
-        except tx.dialect.driver_errors as e:
-            if tx.dialect.foreign_key(e):
-                raise _not_configured(new.origin) from None
-            raise
     else:
         n = tx.execute(
             "UPDATE latest SET size = ?, root = ?, note = ?, updated_at = ?"
@@ -205,6 +202,18 @@ def schema(types: dict[str, str]) -> list[str]:
 
 def _not_configured(origin: str) -> UsageError:
     return UsageError(f"log {origin} is not configured")
+
+
+@contextlib.contextmanager
+def _of_configured(tx: Tx, origin: str) -> Iterator[None]:
+    """Around statements that write rows referencing ``logs``: a foreign-key violation means
+    that ``origin`` is not configured (UsageError), any other driver error passes."""
+    try:
+        yield
+    except tx.dialect.driver_errors as e:
+        if tx.dialect.foreign_key(e):
+            raise _not_configured(origin) from None
+        raise
 
 
 # --- the state ----------------------------------------------------------------------------------
@@ -306,16 +315,12 @@ class SQLState(WitnessState):
         check_log_vkey(vkey)
 
         def work(tx: Tx) -> None:
-            try:
+            with _of_configured(tx, origin):
                 tx.execute(
                     "INSERT INTO log_keys (origin, vkey) VALUES (?, ?)"
                     " ON CONFLICT (origin, vkey) DO NOTHING",
                     (origin, vkey),
                 )
-            except tx.dialect.driver_errors as e:
-                if tx.dialect.foreign_key(e):
-                    raise _not_configured(origin) from None
-                raise
 
         self._write(work)
 
@@ -494,17 +499,13 @@ class SQLState(WitnessState):
         check_int(day, "day", 0)
 
         def work(tx: Tx) -> int:
-            try:
+            with _of_configured(tx, origin):
                 row = tx.one(
                     "INSERT INTO quota (origin, day, count) VALUES (?, ?, 1)"
                     " ON CONFLICT (origin, day) DO UPDATE SET count = quota.count + 1"
                     " RETURNING count",
                     (origin, day),
                 )
-            except tx.dialect.driver_errors as e:
-                if tx.dialect.foreign_key(e):
-                    raise _not_configured(origin) from None
-                raise
             assert row is not None
             return _STORED.integer(row[0], "request count", 1)
 

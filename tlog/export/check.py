@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import binascii
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tlog.checkpoint import Checkpoint
@@ -92,6 +93,26 @@ def _parse_key(vkey: str, line: int, role: str) -> Verifier:
     return v
 
 
+def _declared_keys(
+    texts: Sequence[str], line: int, field: str, types: tuple[int, ...], types_text: str
+) -> Iterator[tuple[Verifier, str]]:
+    """Each ``field`` line's key and text, from file line ``line`` on: of one of ``types``, in
+    strictly increasing (bytewise) order. A key declared twice is the caller's check, since
+    the log key and the witness keys share one namespace."""
+    prev: bytes | None = None
+    for i, text in enumerate(texts):
+        v = _parse_key(text, line + i, field)
+        if v.key_type not in types:
+            raise ExportFormatError(
+                line + i, f"{field} has type 0x{v.key_type:02x}, not {types_text}"
+            )
+        b = text.encode("utf-8")
+        if prev is not None and b <= prev:
+            raise ExportFormatError(line + i, f"{field} lines are not in strictly increasing order")
+        prev = b
+        yield v, text
+
+
 def check_header(h: ExportHeader) -> HeaderKeys:
     """Validate a header; errors name the line each field has in the file (origin on 2)."""
     if not isinstance(h.origin, str):
@@ -107,41 +128,30 @@ def check_header(h: ExportHeader) -> HeaderKeys:
         raise ExportFormatError(3, f"log-key has type 0x{log.key_type:02x}, not 0x01 (Ed25519)")
     if log.name != h.origin:
         raise ExportFormatError(3, f"log-key is named {log.name!r}, not the origin {h.origin!r}")
-    line = 4
     record_keys: dict[tuple[str, int], Verifier] = {}
-    prev: bytes | None = None
-    for text in h.record_keys:
-        v = _parse_key(text, line, "record-key")
-        if v.key_type != TYPE_ED25519:
-            raise ExportFormatError(line, f"record-key has type 0x{v.key_type:02x}, not 0x01")
-        b = text.encode("utf-8")
-        if prev is not None and b <= prev:
-            raise ExportFormatError(line, "record-key lines are not in strictly increasing order")
-        prev = b
+    keys = _declared_keys(h.record_keys, 4, "record-key", (TYPE_ED25519,), "0x01")
+    for i, (v, _) in enumerate(keys):
         k = (v.name, v.key_id)
         if k in record_keys:
-            raise ExportFormatError(line, f"record key {v.name}+{v.key_id:08x} is declared twice")
+            raise ExportFormatError(4 + i, f"record key {v.name}+{v.key_id:08x} is declared twice")
         record_keys[k] = v
-        line += 1
     note_keys: dict[tuple[str, int], tuple[Verifier, str]] = {
         (log.name, log.key_id): (log, h.log_key)
     }
-    prev = None
-    for text in h.witness_keys:
-        v = _parse_key(text, line, "witness-key")
-        if v.key_type not in (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1):
-            raise ExportFormatError(
-                line, f"witness-key has type 0x{v.key_type:02x}, not 0x04 or 0x06"
-            )
-        b = text.encode("utf-8")
-        if prev is not None and b <= prev:
-            raise ExportFormatError(line, "witness-key lines are not in strictly increasing order")
-        prev = b
+    first = 4 + len(h.record_keys)
+    for i, (v, text) in enumerate(
+        _declared_keys(
+            h.witness_keys,
+            first,
+            "witness-key",
+            (TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1),
+            "0x04 or 0x06",
+        )
+    ):
         k = (v.name, v.key_id)
         if k in note_keys:
-            raise ExportFormatError(line, f"key {v.name}+{v.key_id:08x} is declared twice")
+            raise ExportFormatError(first + i, f"key {v.name}+{v.key_id:08x} is declared twice")
         note_keys[k] = (v, text)
-        line += 1
     return HeaderKeys(log, note_keys, record_keys)
 
 
