@@ -89,15 +89,15 @@ class JournalReads(SQLCore):
             stored_text(outcome, "outcome", run),
         )
 
+    def _run_row(self, columns: str, table: str, run: str) -> tuple[Any, ...] | None:
+        """The one row of ``table`` for ``run`` (checked to be a run ID) in this tenant."""
+        check_run_id(run)
+        sql = f"SELECT {columns} FROM {table} WHERE tenant = ? AND run = ?"  # noqa: S608 - constants of this module
+        return self._read(lambda tx: tx.one(sql, (self._tenant, run)))
+
     def sealed(self, run: str) -> Seal | None:
         """The run's seal, or None."""
-        check_run_id(run)
-        row = self._read(
-            lambda tx: tx.one(
-                "SELECT position, head, outcome FROM run_seal WHERE tenant = ? AND run = ?",
-                (self._tenant, run),
-            )
-        )
+        row = self._run_row("position, head, outcome", "run_seal", run)
         return None if row is None else self._seal_of(run, row)
 
     def seals(self, after_position: int = -1, limit: int = 1000) -> list[Seal]:
@@ -277,13 +277,7 @@ class JournalReads(SQLCore):
 
     def cancellation(self, run: str) -> Cancellation | None:
         """The first cancellation request for ``run``, or None."""
-        check_run_id(run)
-        row = self._read(
-            lambda tx: tx.one(
-                "SELECT actor, reason, requested_at FROM run_cancel WHERE tenant = ? AND run = ?",
-                (self._tenant, run),
-            )
-        )
+        row = self._run_row("actor, reason, requested_at", "run_cancel", run)
         if row is None:
             return None
         return Cancellation(

@@ -17,12 +17,12 @@ RFC 6962 logs and are not copied.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import vectors
 from tests.vectors import TESTDATA, b64
 from tlog.errors import MalformedError, ProofError
 from tlog.merkle import (
@@ -45,7 +45,7 @@ MERKLE = TESTDATA / "transparency-dev-merkle"
 
 
 def load(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return vectors.load(path.relative_to(TESTDATA).as_posix())
 
 
 def proof_of(v: dict[str, Any]) -> list[bytes]:

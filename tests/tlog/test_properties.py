@@ -38,7 +38,7 @@ import functools
 import hashlib
 import random
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -693,6 +693,14 @@ def _flip(h: bytes, bit: int) -> bytes:
     return bytes(b)
 
 
+def _hash_bit_flips(proof: Sequence[bytes]) -> Iterator[tuple[str, list[bytes]]]:
+    """Every proof with one bit of one hash flipped, and which bit: never a valid statement
+    (short of a SHA-256 collision)."""
+    for j, h in enumerate(proof):
+        for bit in range(256):
+            yield f"bit {bit} of hash {j}", [*proof[:j], _flip(h, bit), *proof[j + 1 :]]
+
+
 def _proof_mutants(proof: list[bytes], extra: bytes) -> list[tuple[str, list[bytes]]]:
     """Truncated, extended, reordered and resized-hash variants of ``proof``."""
     out: list[tuple[str, list[bytes]]] = []
@@ -737,10 +745,8 @@ def test_inclusion_proof_mutations_fail_unless_still_valid(
         return got
 
     # Every bit of every proof hash: never a valid statement (short of a SHA-256 collision).
-    for j, h in enumerate(proof):
-        for bit in range(256):
-            mutated = [*proof[:j], _flip(h, bit), *proof[j + 1 :]]
-            assert not agree(f"bit {bit} of hash {j}", index, size, leaf, mutated, root)
+    for what, mutated in _hash_bit_flips(proof):
+        assert not agree(what, index, size, leaf, mutated, root)
     bit = data.draw(st.integers(0, 62), label="index bit")
     for i in {index + 1, index - 1, index ^ 1, index ^ (1 << bit), -1, size, size - 1 - index}:
         if i != index:
@@ -777,10 +783,8 @@ def test_consistency_proof_mutations_fail_unless_still_valid(
         assert got == want, f"{what}: {m} -> {n}: verify {got}, reference {want}"
         return got
 
-    for j, h in enumerate(proof):
-        for bit in range(256):
-            mutated = [*proof[:j], _flip(h, bit), *proof[j + 1 :]]
-            assert not agree(f"bit {bit} of hash {j}", old, size, old_root, new_root, mutated)
+    for what, mutated in _hash_bit_flips(proof):
+        assert not agree(what, old, size, old_root, new_root, mutated)
     bit = data.draw(st.integers(0, 62), label="old bit")
     for m in {old + 1, old - 1, old ^ 1, old ^ (1 << bit), 0, size + 1}:
         if m != old:
