@@ -67,6 +67,7 @@ from typing import Any
 
 import orjson
 
+from tlog import accel
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.note import Ed25519Signer, Verifier
 
@@ -426,13 +427,8 @@ _MAYBE_FLOAT_OR_LONG = re.compile(rb"0(?:[.eE]|0{15})")
 _TOKEN_CLASSES = bytes.maketrans(b"0123456789.eE[,:]}", b"0" * 10 + b"..." + b"SSSSS")
 _FLOAT_OR_LONG_VALUE = re.compile(rb"S0+\.[0.]*S|S0{16}")
 _SORT_KEYS = orjson.OPT_SORT_KEYS
-_c_body_names: Callable[[bytes, bytes, int], bool] | None = None
-try:  # the same question answered in C (tlog/_speedups.c), about 8x faster
-    from tlog._speedups import body_names as _c_names
-except ImportError:  # pragma: no cover - installed without a C compiler
-    pass
-else:
-    _c_body_names = _c_names
+# the same question answered in C (tlog/_speedups.c), or None: about 8x faster
+_c_body_names: Callable[[bytes, bytes, int], bool] | None = accel.body_names
 
 
 def body_names(raw: bytes, run: str, seq: int) -> bool:

@@ -90,6 +90,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
+from tlog import accel
 from tlog.errors import TlogError, UsageError
 from tlog.export import (
     EndItem,
@@ -98,7 +99,6 @@ from tlog.export import (
     ExportVerifier,
     RunItem,
     VerifiedRun,
-    accel,
 )
 from tlog.export.check import check_header
 from tlog.export.follow import LogFollower, check_end

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tlog import merkle
+from tlog import accel, merkle
 from tlog.encoding import b64encode, parse_hash
 from tlog.errors import MalformedError
-from tlog.export import MAX_LINE, accel
+from tlog.export import MAX_LINE
 from tlog.journal import (
     GENESIS,
     KIND_RUN_SEALED,

@@ -39,6 +39,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.exportfile import join, lines_of, redigest, seed, vkey
+from tlog import accel
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer
 from tlog.encoding import b64encode, parse_hash
@@ -53,7 +54,6 @@ from tlog.export import (
     ExportVerificationError,
     ExportWriter,
     RunSeal,
-    accel,
     scan,
     verify_export,
 )

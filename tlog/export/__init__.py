@@ -90,7 +90,8 @@ Modules (each holds one concept; this package exports the public API):
   and the end line's check.
 * :mod:`tlog.export.reader` — :func:`read_export`, :class:`ExportVerifier`, :func:`verify_export`.
 * :mod:`tlog.export.writer` — :class:`ExportWriter`, :func:`write_export`.
-* :mod:`tlog.export.accel` — the one import point of the C accelerator (``tlog/_speedups.c``).
+* :mod:`tlog.accel` (beside this subpackage, since tlog.merkle and tlog.journal use it too) — the
+  one import point of the C accelerator (``tlog/_speedups.c``).
 
 The one-pass reader and verifier, restore (``store.export``) and the parallel verifier
 (``verifier.parallel``, which adds only chunking, scheduling and merging) all drive these.

@@ -15,7 +15,7 @@ exists once:
 * **Run order** (:class:`RunOrder`): the checks of a run line that depend on the runs before it
   (sealed positions in turn, sealed runs first, unsealed runs by ID, no ID twice).
 * **The scanner** (:class:`RunScanner`): a chunk's runs, run by run, with the C accelerator
-  (:mod:`tlog.export.accel`) taking the whole runs and records it is sure of and the Python code
+  (:mod:`tlog.accel`) taking the whole runs and records it is sure of and the Python code
   above doing the rest; it returns :data:`~tlog.export.format.VerifiedRun` tuples. The merge of
   runs into the rebuilt log is :class:`tlog.export.follow.LogFollower`'s.
 
@@ -30,7 +30,7 @@ import mmap
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
-from tlog.export import accel
+from tlog import accel
 from tlog.export.check import (
     HeaderKeys,
     check_body,
@@ -390,7 +390,7 @@ class RunScanner:
     """The runs of a chunk of an export, each with its records read and verified.
 
     ``keys``: the header's; ``require_signatures``: every record must be signed. The C
-    accelerator (:mod:`tlog.export.accel`) takes the plain runs and records it is sure of; the
+    accelerator (:mod:`tlog.accel`) takes the plain runs and records it is sure of; the
     Python code does the rest with :func:`read_record` and :func:`verify_record`.
     """
 
