@@ -51,9 +51,9 @@ from typing import Any
 
 from store.errors import CorruptError
 from tlog.checkpoint import Checkpoint
-from tlog.errors import MalformedError, UsageError
+from tlog.errors import UsageError
 from tlog.journal import GENESIS, ChainError, Record, RecordSignature, verify_chain
-from tlog.keys import format_vkey
+from tlog.keys import format_vkey, parse_vkey_value
 from tlog.note import Verifier
 
 _NO_DATA: Any = object()
@@ -350,12 +350,9 @@ def declared_keys(
         raise UsageError(f"the {what} keys are a sequence of vkeys, not one string")
     out: dict[str, Verifier] = {}
     for vkey in vkeys:
-        if not isinstance(vkey, str):
-            raise UsageError(f"a {what} key is a vkey string, not {type(vkey).__name__}")
-        try:
-            v = parse(vkey)
-        except MalformedError as e:
-            raise UsageError(f"{what} key {vkey[:60]!r}: {e}") from None
+        v = parse_vkey_value(
+            vkey, what, f"a {what} key is a vkey string", error=UsageError, parse=parse
+        )
         out[format_vkey(v)] = v
     by_key: dict[tuple[str, int], str] = {}
     for text, v in out.items():

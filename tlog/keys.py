@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tlog.cosignature import (
@@ -43,7 +44,7 @@ from tlog.cosignature import (
     SubtreeV1Verifier,
 )
 from tlog.encoding import b64decode, b64encode
-from tlog.errors import MalformedError
+from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.note import TYPE_ED25519, Ed25519Signer, Ed25519Verifier, Verifier, check_key_name
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "generate_key",
     "parse_signer_key",
     "parse_vkey",
+    "parse_vkey_value",
     "verifier_for",
 ]
 
@@ -104,6 +106,25 @@ def verifier_for(name: str, key_type: int, public_key: bytes) -> Verifier:
     if key_type == TYPE_SUBTREE_V1:
         return SubtreeV1Verifier(name, public_key)
     raise MalformedError(f"unknown key type 0x{key_type:02x}")
+
+
+def parse_vkey_value(
+    vkey: object,
+    what: str,
+    not_str: str,
+    *,
+    error: type[TlogError] = MalformedError,
+    parse: Callable[[str], Verifier] | None = None,
+) -> Verifier:
+    """``vkey``, a value a caller passed as a vkey, parsed by ``parse`` (default
+    :func:`parse_vkey`): a non-str raises UsageError ``NOT_STR, not TYPE``; a malformed one
+    ``error`` naming the ``what`` key and the reason."""
+    if not isinstance(vkey, str):
+        raise UsageError(f"{not_str}, not {type(vkey).__name__}")
+    try:
+        return (parse or parse_vkey)(vkey)
+    except MalformedError as e:
+        raise error(f"{what} key {vkey[:60]!r}: {e}") from None
 
 
 def parse_vkey(vkey: str) -> Verifier:

@@ -27,7 +27,7 @@ from store.db import check_int
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import TYPE_SUBTREE_V1
 from tlog.errors import MalformedError, ProofError, UsageError
-from tlog.keys import TYPE_NAMES, parse_vkey
+from tlog.keys import TYPE_NAMES, parse_vkey_value
 from tlog.note import TYPE_ED25519, Verifier, parse_note
 from witness.state import Cosigned
 
@@ -81,12 +81,8 @@ def could_be_configured(origin: object) -> bool:
 def check_log_vkey(vkey: object) -> Verifier:
     """Parse a log's vkey (type 0x01 or 0x06, at most :data:`MAX_VKEY_BYTES`); MalformedError
     when it does not parse, UsageError for another key type or a non-str."""
-    if not isinstance(vkey, str):
-        raise UsageError(f"a vkey is a str, not {type(vkey).__name__}")
-    try:
-        v = parse_vkey(vkey)
-    except MalformedError as e:
-        raise MalformedError(f"log key {vkey[:60]!r}: {e}") from None
+    v = parse_vkey_value(vkey, "log", "a vkey is a str")
+    assert isinstance(vkey, str)  # parse_vkey_value refused anything else
     if len(vkey.encode("utf-8")) > MAX_VKEY_BYTES:
         raise MalformedError(f"log key {v.name}+{v.key_id:08x} is longer than {MAX_VKEY_BYTES}")
     if v.key_type not in LOG_KEY_TYPES:

@@ -200,13 +200,20 @@ def test_sigsum_unsigned_test_checkpoint_parses() -> None:
         open_note(u["note"].encode(), [sigsum_log().verifier()])
 
 
+def _split_request(body: str, old_size: int) -> tuple[str, list[str], str]:
+    """An add-checkpoint body's head (the old line and the proof lines), proof lines and note:
+    it splits at its FIRST blank line (the note inside at its last); the old line is checked."""
+    head, _, note = body.partition("\n\n")
+    old_line, *proof = head.split("\n")
+    assert old_line == f"old {old_size}"
+    return head, proof, note
+
+
 def test_sigsum_add_checkpoint_request_parses() -> None:
     # Parse-only (fake signature): the request splits at its first blank line.
     req = SIGSUM["add_checkpoint_request"]
     want = req["want"]
-    head, _, note = req["body"].partition("\n\n")
-    old_line, *proof = head.split("\n")
-    assert old_line == f"old {want['old_size']}"
+    head, proof, note = _split_request(req["body"], want["old_size"])
     assert [parse_hash(p, "proof line") for p in proof] == [b64(p) for p in want["proof_b64"]]
     text, (sig,) = parse_note(note.encode())
     cp = Checkpoint.parse(text)
@@ -367,9 +374,7 @@ def test_c2sp_witness_request_example_parses() -> None:
     case = C2SP_WITNESS["add-checkpoint-request-example"]
     want = case["want_parse"]
     # The request splits at its FIRST blank line; the note inside at its last.
-    head, _, note = case["request_body"].partition("\n\n")
-    old_line, *proof = head.split("\n")
-    assert old_line == f"old {want['old_size']}"
+    _, proof, note = _split_request(case["request_body"], want["old_size"])
     assert len(proof) == want["proof_lines"] == 4
     assert all(len(parse_hash(p, "proof line")) == 32 for p in proof)
     text, sigs = parse_note(note.encode())
