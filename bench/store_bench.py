@@ -254,14 +254,9 @@ def sqlite_target(directory: Path, name: str, key: Any) -> Target:
 
 def postgres_unavailable(url: str) -> str | None:
     """Why no PostgreSQL server can be used at ``url``, or None."""
-    import psycopg
+    from store.db.postgres import unavailable
 
-    try:
-        with psycopg.connect(url, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as e:
-        return f"no PostgreSQL server at {url}: {str(e).strip().splitlines()[0]}"
-    return None
+    return unavailable(url)
 
 
 @contextlib.contextmanager

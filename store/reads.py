@@ -40,12 +40,11 @@ class JournalReads(SQLCore):
     def read(self, run: str, from_seq: int = 1) -> list[Record]:
         """All records of ``run`` with seq >= ``from_seq``, in order, each hash-checked."""
         self._check_from(run, from_seq)
-        rows = self._read(
-            lambda tx: tx.all(
-                f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
-                " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq",
-                (self._tenant, run, from_seq),
-            )
+        rows = self._tenant_rows(
+            f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
+            " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq",
+            run,
+            from_seq,
         )
         return [record(run, r) for r in rows]
 
@@ -54,12 +53,12 @@ class JournalReads(SQLCore):
         bound), each hash-checked."""
         self._check_from(run, from_seq)
         check_int(limit, "limit", 1)
-        rows = self._read(
-            lambda tx: tx.all(
-                f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
-                " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                (self._tenant, run, from_seq, limit),
-            )
+        rows = self._tenant_rows(
+            f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
+            " WHERE tenant = ? AND run = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            run,
+            from_seq,
+            limit,
         )
         return [record(run, r) for r in rows]
 
@@ -89,6 +88,10 @@ class JournalReads(SQLCore):
             stored_text(outcome, "outcome", run),
         )
 
+    def _tenant_rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        """The rows of one read of ``sql``, whose first parameter is this handle's tenant."""
+        return self._read(lambda tx: tx.all(sql, (self._tenant, *params)))
+
     def _run_row(self, columns: str, table: str, run: str) -> tuple[Any, ...] | None:
         """The one row of ``table`` for ``run`` (checked to be a run ID) in this tenant."""
         check_run_id(run)
@@ -105,12 +108,11 @@ class JournalReads(SQLCore):
         is absent)."""
         check_int(after_position, "after_position", -1)
         check_int(limit, "limit", 1)
-        rows = self._read(
-            lambda tx: tx.all(
-                "SELECT run, position, head, outcome FROM run_seal"
-                " WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?",
-                (self._tenant, after_position, limit),
-            )
+        rows = self._tenant_rows(
+            "SELECT run, position, head, outcome FROM run_seal"
+            " WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?",
+            after_position,
+            limit,
         )
         return [self._seal_of(stored_run(r[0]), r[1:]) for r in rows]
 
@@ -198,12 +200,11 @@ class JournalReads(SQLCore):
         if not isinstance(outcome, str):
             raise UsageError("an outcome is a string")
         check_int(limit, "limit", 1)
-        rows = self._read(
-            lambda tx: tx.all(
-                "SELECT run FROM run_outcome WHERE tenant = ? AND outcome = ?"
-                " ORDER BY ordinal DESC LIMIT ?",
-                (self._tenant, outcome, limit),
-            )
+        rows = self._tenant_rows(
+            "SELECT run FROM run_outcome WHERE tenant = ? AND outcome = ?"
+            " ORDER BY ordinal DESC LIMIT ?",
+            outcome,
+            limit,
         )
         return [stored_run(r[0]) for r in rows]
 
@@ -224,13 +225,12 @@ class JournalReads(SQLCore):
         """Records of ``case`` in (run, seq) order, at most ``limit``, each hash-checked."""
         check_case_id(case)
         check_int(limit, "limit", 1)
-        rows = self._read(
-            lambda tx: tx.all(
-                f"SELECT run, {RECORD_COLUMNS} FROM journal"  # noqa: S608
-                " WHERE tenant = ? AND case_id = ?"
-                " ORDER BY run, seq LIMIT ?",
-                (self._tenant, case, limit),
-            )
+        rows = self._tenant_rows(
+            f"SELECT run, {RECORD_COLUMNS} FROM journal"  # noqa: S608
+            " WHERE tenant = ? AND case_id = ?"
+            " ORDER BY run, seq LIMIT ?",
+            case,
+            limit,
         )
         return [record(stored_run(r[0]), r[1:]) for r in rows]
 
@@ -267,11 +267,10 @@ class JournalReads(SQLCore):
         check_int(limit, "limit", 1)
         if after is not None and not isinstance(after, str):
             raise UsageError("the cursor is a run ID")
-        rows = self._read(
-            lambda tx: tx.all(
-                "SELECT run FROM run_activity WHERE tenant = ? AND run > ? ORDER BY run LIMIT ?",
-                (self._tenant, "" if after is None else after, limit),
-            )
+        rows = self._tenant_rows(
+            "SELECT run FROM run_activity WHERE tenant = ? AND run > ? ORDER BY run LIMIT ?",
+            "" if after is None else after,
+            limit,
         )
         return [stored_run(r[0]) for r in rows]
 

@@ -22,15 +22,10 @@ REQUIRE_POSTGRES = os.environ.get("TLOG_REQUIRE_POSTGRES") == "1"
 
 def _postgres_unavailable() -> str | None:
     try:
-        import psycopg
+        from store.db.postgres import unavailable
     except ImportError as e:  # pragma: no cover - psycopg is a dependency
         return f"psycopg is not installed: {e}"
-    try:
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as e:
-        return f"no PostgreSQL server at {POSTGRES_URL}: {str(e).strip().splitlines()[0]}"
-    return None
+    return unavailable(POSTGRES_URL)
 
 
 _PG_REASON: list[str | None] = []

@@ -126,4 +126,15 @@ class PostgresDialect(Dialect):
         tx.one(f"SELECT pg_advisory_xact_lock(hashtext('{owner} init ' || current_schema()))")
 
 
-__all__ = ["PostgresDialect"]
+__all__ = ["PostgresDialect", "unavailable"]
+
+
+def unavailable(conninfo: str) -> str | None:
+    """Why no PostgreSQL server can be used at ``conninfo`` (one line), or None when one
+    answers a query within 3 seconds — for tests and benchmarks that need a server."""
+    try:
+        with psycopg.connect(conninfo, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as e:
+        return f"no PostgreSQL server at {conninfo}: {str(e).strip().splitlines()[0]}"
+    return None

@@ -635,6 +635,12 @@ def _line(name: str, key_id: int, sig: bytes) -> bytes:
     return Signature(name, key_id, sig).line()
 
 
+def _own_line(w: Witness, text: bytes, at: int) -> bytes:
+    """A signature line of ``w``'s own key over ``text`` with timestamp ``at``."""
+    s = w.signers[0]
+    return _line(s.name, s.key_id, s.sign_at(text, at))
+
+
 def test_unknown_key_lines_are_ignored(servers: ServerThread, tmp_path: Path, log: FakeLog) -> None:
     # Lines from another witness, and a line with this witness's name but another key ID,
     # surround the genuine one: the client returns the genuine line only (CS-5, TW-21).
@@ -689,16 +695,14 @@ def test_edge_10_zero_timestamp_rejected_by_client(
     # tlog-witness: the cosignatures of a 200 must carry a non-zero timestamp. The line below
     # is a valid signature of the witness's key at time 0: still refused.
     def zero(w: Witness, text: bytes) -> bytes:
-        s = w.signers[0]
-        return _line(s.name, s.key_id, s.sign_at(text, 0))
+        return _own_line(w, text, 0)
 
     _assert_refused(servers, tmp_path, log, zero, "zero timestamp")
 
 
 def test_future_timestamp_rejected(servers: ServerThread, tmp_path: Path, log: FakeLog) -> None:
     def future(w: Witness, text: bytes) -> bytes:
-        s = w.signers[0]
-        return _line(s.name, s.key_id, s.sign_at(text, int(time.time()) + 3600))
+        return _own_line(w, text, int(time.time()) + 3600)
 
     _assert_refused(servers, tmp_path, log, future, "more than 60 s after now")
 
@@ -729,11 +733,8 @@ def test_two_different_lines_from_one_key_rejected(
     servers: ServerThread, tmp_path: Path, log: FakeLog
 ) -> None:
     def twice(w: Witness, text: bytes) -> bytes:
-        s = w.signers[0]
         now = int(time.time())
-        return _line(s.name, s.key_id, s.sign_at(text, now)) + _line(
-            s.name, s.key_id, s.sign_at(text, now - 1)
-        )
+        return _own_line(w, text, now) + _own_line(w, text, now - 1)
 
     _assert_refused(servers, tmp_path, log, twice, "does not verify")
 
