@@ -1,5 +1,8 @@
 """The offline verifier (package verifier, command ``tlog-verify``).
 
+As docs/auditor-guide.md documents it, on the formats of docs/export-format.md,
+https://c2sp.org/tlog-proof, https://c2sp.org/tlog-checkpoint and https://c2sp.org/tlog-policy.
+
 The issue's acceptance, tested here on exports and proofs written by the real journal store
 (``store.open``, ``store.export.export_store``, ``tlog-store prove`` and ``read --json``):
 

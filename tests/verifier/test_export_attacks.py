@@ -1,5 +1,7 @@
 """An export attacked: every field of every run line and every signature line changed.
 
+The format and what a valid export proves: docs/export-format.md (§6, §7).
+
 The issue's acceptance 5. A real export written by the store (``tlog-store``'s library, SQLite):
 
 * ``run-a``, three records signed by the record key and its signed seal record, sealed at

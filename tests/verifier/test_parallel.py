@@ -1,5 +1,7 @@
 """verifier.parallel: the chunked, multi-process export verifier gives the one-pass verdict.
 
+The rules checked are docs/export-format.md's; docs/auditor-guide.md §11 describes the tool.
+
 The reference is :func:`tlog.export.verify_export` on the same bytes. Exports are built with
 :class:`tlog.export.ExportWriter` and :func:`tlog.journal.make_record` (no store).
 

@@ -1,5 +1,8 @@
 """The witness attacked as an attacker would: `tlog-witness serve` on loopback, hostile clients.
 
+The limits under test are docs/operator-guide.md's "Limits"; the protocol is
+https://c2sp.org/tlog-witness.
+
 Each test starts the real command (``python -m witness.cli serve``) on a state it configures:
 one process on SQLite, and ``--workers 2`` on PostgreSQL (the ``target`` fixture runs every
 test against both). The connection limits are the documented settings, set small in the

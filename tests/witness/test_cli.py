@@ -1,5 +1,7 @@
 """Tests for the ``tlog-witness`` command (witness/cli.py) and its inputs (witness/config.py).
 
+The rules: docs/operator-guide.md, and https://c2sp.org/tlog-witness for what is served.
+
 The main flow runs the command as real subprocesses (``python -m witness.cli``), as an operator
 would: init → add-log → list-logs → serve on 127.0.0.1 port 0 (ready when it prints its
 ``listening on`` line) → add-checkpoint requests built with tlog and sent with ``requests``,
