@@ -18,7 +18,7 @@ that one assignment here switches a fast path off (as the tests do).
   run and seq, in canonical JSON?), about 8x the Python code, read by :mod:`tlog.journal`.
 
 What the C code takes, the Python scanner would take with the same result
-(``tests/test_speedups.py``), so every verdict and message is the Python code's.
+(``tests/tlog/test_speedups.py``), so every verdict and message is the Python code's.
 """
 
 from __future__ import annotations

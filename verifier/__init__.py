@@ -44,7 +44,7 @@ Modules:
 * :mod:`verifier.report` — the report model, its human text and its JSON schema;
 * :mod:`verifier.trust` — policies and time rules from options; :mod:`verifier.progress` —
   the progress bar;
-* :mod:`verifier.parallel` (when present) — an export verified on several processes;
+* :mod:`verifier.parallel` — an export verified on several processes;
 * :mod:`verifier.cli` — the ``tlog-verify`` command (verbs ``export``, ``proof``,
   ``checkpoint``, ``consistency``; exit 0 valid, 1 invalid, 2 unusable input or usage): each
   verb parses its arguments, calls one of the functions above and prints the report.

@@ -12,7 +12,7 @@ checker's (:mod:`tlog.export`): the prefix is the one-pass verifier itself, a ch
 verified by :class:`tlog.export.scan.RunScanner` (the C accelerator included), their order by
 :class:`tlog.export.scan.RunOrder`, the rebuilt log and its checkpoints by
 :class:`tlog.export.follow.LogFollower`, the end line by :func:`tlog.export.follow.check_end` —
-so its messages are the one-pass verifier's by construction (``tests/test_verifier_parallel.py``
+so its messages are the one-pass verifier's by construction (``tests/verifier/test_parallel.py``
 compares both verifiers on hundreds of mutated files all the same).
 
 How the work is split

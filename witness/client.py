@@ -15,8 +15,8 @@ No Content-Type is sent (tlog-witness names none). Redirects are not followed: a
 that redirects is a configuration error. HTTP keep-alive comes from the client's
 :class:`requests.Session` (tlog-witness: clients SHOULD use keep-alive).
 
-Responses, and what :meth:`WitnessClient.add_checkpoint` makes of them (specs.md §5.3,
-"client handling"):
+Responses, and what :meth:`WitnessClient.add_checkpoint` makes of them (https://c2sp.org/tlog-witness,
+its client handling):
 
 =====================  ===========================================================================
 status                 result

@@ -1,17 +1,19 @@
 """A black-box conformance suite for C2SP tlog-witness servers: ours, or anyone's.
 
 The suite plays a test log against a witness over HTTP and checks each answer against the
-current C2SP main text (specs.md §5, §14). Set-up on the witness under test: configure a log
-whose origin is ``origin`` (never cosigned before: the suite needs a *fresh* origin), trusting
-the public key of ``log_signer``; give the suite the witness's cosignature vkey(s). Each run
-needs a new origin, since the first checks only hold before the witness ever cosigned it.
+current C2SP main text (https://c2sp.org/tlog-witness). Set-up on the witness under test:
+configure a log whose origin is ``origin`` (never cosigned before: the suite needs a *fresh*
+origin), trusting the public key of ``log_signer``; give the suite the witness's cosignature
+vkey(s). Each run needs a new origin, since the first checks only hold before the witness ever
+cosigned it.
 
 The test log is a Merkle tree of 64 leaves ``SHA-256(0x00 || "tlog-witness conformance
 entry " || i)``, with a fork (other leaves, same origin and key) for the split-view checks.
 Checkpoints have sizes N1 = 6, N2 = 13 and N3 = 21, and no extension lines.
 
 The checks, in the order sent (each request is one :class:`CheckResult`; rules are the
-checklist items of specs.md §5.8, edge cases of §14):
+requirements of https://c2sp.org/tlog-witness, and the edge cases listed in
+tests/tlog/__init__.py):
 
 ===  ========================================================  =========================
  #   request                                                    expected

@@ -12,3 +12,14 @@ This subpackage is the only part of :mod:`tlog` that does I/O, and no format mod
 ``tlog-store`` (:mod:`store.cli`), ``tlog-witness`` (:mod:`witness.cli`) and ``tlog-verify``
 (:mod:`verifier.cli`) are built on :mod:`tlog.cli.run` and :mod:`tlog.cli.files` the same way.
 """
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``tlog`` command (:func:`tlog.cli.command.main`); kept so that ``tlog.cli:main``
+    and ``python -m tlog.cli`` still work. Imported only when called: the plumbing modules do not
+    load the command."""
+    from tlog.cli.command import main as run  # noqa: PLC0415 - see the docstring
+
+    return run(argv)
