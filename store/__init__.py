@@ -9,8 +9,8 @@ open_store, Append``); each name lives in one module, which documents it:
 * the handle and its records — :mod:`store.api`: :class:`JournalStore`, the contract and its
   guarantees (append, leases and fencing, seal, the log, checkpoints, kept checkpoints), and
   the values it takes and returns: :class:`Append`, :class:`Head`, :class:`Lease`,
-  :class:`Seal`, :class:`Inclusion`, :class:`Cancellation` (records themselves are
-  :class:`tlog.journal.Record`);
+  :class:`Seal`, :class:`Inclusion`, :class:`Cancellation`, and the records it reads,
+  :class:`Record` (defined with the record format in :mod:`tlog.journal`);
 * records from outside — :mod:`store.batch`: :func:`parse_data` (a record's data as strict
   JSON) and :func:`parse_batch` (the JSON Lines batch format of ``tlog-store append --batch``);
 * checking what is stored — :mod:`store.verify`: :func:`read_pages` (a run's records, links
@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from tlog.errors import TlogError as TlogError
     from tlog.errors import UsageError as UsageError
     from tlog.errors import VerificationError as VerificationError
+    from tlog.journal import Record as Record
 
 _MODULE_OF = {
     "Append": "store.api",
@@ -112,6 +113,7 @@ _MODULE_OF = {
     "MalformedError": "tlog.errors",
     "NotSealedError": "store.prove",
     "Publication": "store.publish",
+    "Record": "tlog.journal",
     "RestoreError": "store.export",
     "RestoreSummary": "store.export",
     "RunCheck": "store.verify",
@@ -159,6 +161,7 @@ __all__ = [
     "MalformedError",
     "NotSealedError",
     "Publication",
+    "Record",
     "RestoreError",
     "RestoreSummary",
     "RunCheck",
