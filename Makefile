@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test test-pythons lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml setup.py tlog/_speedups.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,19 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The suite on every supported Python (pyproject.toml's classifiers), each in its own .venv-X.Y;
+# an interpreter that is missing fails the target. PYTHONS=3.12 make test-pythons runs one.
+PYTHONS ?= 3.11 3.12 3.13
+test-pythons:
+	for v in $(PYTHONS); do \
+	  py=; for c in $$HOME/.pyenv/versions/$$v*/bin/python$$v $$(command -v python$$v); do \
+	    $$c -c '' 2>/dev/null && { py=$$c; break; }; done; \
+	  test -n "$$py" || { echo "python$$v not found" >&2; exit 1; }; \
+	  $(MAKE) pytest PYTHON=$$py VENV=.venv-$$v || exit 1; \
+	done
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .venv-peers .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .venv-peers .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -66,10 +66,9 @@ block (1 MiB) of lines and the result of its chunk (per run, not per record).
 Workers. ``jobs == 1`` runs the same chunked code in the calling thread alone; ``jobs`` greater
 than 1 adds ``jobs - 1`` workers: threads when the export declares no record key and signatures
 are not required (the records are then the C scan's, which releases the GIL while it hashes and
-parses), else processes. The processes' start method is ``fork`` when the calling process has
-a single thread (fast; the caller's main module is not imported again), else ``forkserver``
-where available, else ``spawn`` — with those two the caller's main module is imported again in
-each worker and must be guarded by ``if __name__ == "__main__":``.
+parses), else processes. The processes' start method is ``forkserver`` where available, else
+``spawn``, never ``fork`` (see ``_start_method``): the caller's main module is imported again
+in the forkserver or in each worker and must be guarded by ``if __name__ == "__main__":``.
 
 Progress: ``progress(done, total)`` is called with bytes: once after the prefix, then after
 each chunk is merged, and ``(size, size)`` at the end.
@@ -411,13 +410,12 @@ def _start_method(requested: str | None) -> str:
     if requested is not None:
         return requested
     methods = multiprocessing.get_all_start_methods()
-    # fork: fast, and the caller's main module is not imported again; safe only while this
-    # process has a single thread (a forked lock held by another thread would never be
-    # released). Otherwise forkserver (the workers fork from a clean server that has imported
-    # this module), else spawn; both import the caller's main module again, which must then
-    # be guarded by ``if __name__ == "__main__":``.
-    if "fork" in methods and threading.active_count() == 1:
-        return "fork"
+    # Never fork by default: a fork copies the locks other threads hold, and "other threads"
+    # includes ones Python cannot see (a library's C threads, a pool's manager thread), so a
+    # thread count cannot make it safe; Python 3.12+ warns of exactly this and 3.14 no longer
+    # forks by default. The forkserver forks each worker from a clean single-threaded server
+    # that has imported this module (set_forkserver_preload), so a worker starts in
+    # milliseconds all the same.
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
@@ -440,8 +438,8 @@ def verify_export_parallel(
     (class, message, attributes) for the first failure in file order. ``jobs == 1`` runs the
     same chunked code in this process (no pool). ``chunk_bytes`` overrides the chunk size
     (default: the file size / (8 · jobs), within 256 KiB..8 MiB); ``start_method`` the
-    multiprocessing start method (default ``fork`` when this process has one thread,
-    else ``forkserver`` where available, else ``spawn``).
+    multiprocessing start method (default ``forkserver`` where available, else ``spawn``;
+    never ``fork``, which is unsafe in a process that has threads).
     ``progress(done, total)`` receives byte counts.
 
     Requires: ``path`` names a regular file that does not change while it is verified;

@@ -819,6 +819,15 @@ def _die(task: Any) -> Any:
     os._exit(3)
 
 
+# These tests fork on purpose (a monkeypatch reaches the workers only by inheritance), in a
+# test process that has threads; Python 3.12+ warns of that, and the warning is the point of
+# the default start method (forkserver), not of these tests.
+FORKS_ON_PURPOSE = pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded, use of fork:DeprecationWarning"
+)
+
+
+@FORKS_ON_PURPOSE
 def test_a_dead_worker_is_an_error_not_a_hang(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -829,6 +838,7 @@ def test_a_dead_worker_is_an_error_not_a_hang(
         verify_export_parallel(p, jobs=2, chunk_bytes=1, start_method="fork")
 
 
+@FORKS_ON_PURPOSE
 @pytest.mark.parametrize("workers", ["threads", "processes"])
 def test_the_calling_process_is_one_of_the_jobs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: str
