@@ -235,8 +235,9 @@ Checks, in file order (docs/export-format.md section 6, and the auditor's own):
   * the format: grammar, canonical spelling, order, counts, and the digest on the end line;
   * the log-key line is a log of the policy; each record-key line is a --record-key (if given);
   * every checkpoint: its signature lines verify (log key and declared witnesses), the
-    policy's witness quorum is met (all checkpoints, or with --quorum-scope last only the
-    last), cosignatures from the future (--max-skew) do not count, and on the last checkpoint
+    policy's witness quorum is met by the last checkpoint (with --quorum-scope all: by every
+    one; an earlier one may predate publishing, and consistency ties it to the last),
+    cosignatures from the future (--max-skew) do not count, and on the last checkpoint
     neither do those older than --max-age;
   * every record: hash, chain link, run and seq; every record signature (with
     --require-record-signatures every record must be signed);
@@ -336,8 +337,9 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quorum-scope",
         choices=("all", "last"),
-        default="all",
-        help="which checkpoints must meet the quorum (default: all)",
+        default="last",
+        help="which checkpoints must meet the quorum: the last (default; every earlier one "
+        "must be signed by the log and consistent with it) or all",
     )
     p.add_argument("--jobs", metavar="N", help="processes to use (default: the CPUs)")
     p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")

@@ -9,10 +9,12 @@
    be one of them (line 4 on); without, record signatures are checked against the keys the
    export declares, which proves only that they match those keys. ``require_record_signatures``
    makes an unsigned record a failure.
-3. **The witness quorum of every published checkpoint** (:meth:`tlog.policy.Policy.evaluate`
-   on each note). ``quorum_scope="last"`` requires it of the last checkpoint only: the earlier
-   ones are then checked for their log signature (and every cosignature of a policy witness
-   must still verify), and the consistency of the rebuilt log ties them to the last.
+3. **The witness quorum of the last checkpoint** (:meth:`tlog.policy.Policy.evaluate`
+   on each note). By default (``quorum_scope="last"``) it is required of the last checkpoint
+   only: a checkpoint is cosigned after it is signed, so an export's earlier checkpoints may
+   predate publishing; they are checked for their log signature (and every cosignature of a
+   policy witness must still verify), and the consistency of the rebuilt log ties them to the
+   last, whose quorum therefore covers them. ``quorum_scope="all"`` requires it of every one.
 4. **Time rules** (:class:`tlog.policy.TimePolicy`): ``max_skew`` applies to every checkpoint
    (a cosignature from the future does not count), ``max_age`` to the last checkpoint only —
    it is the freshness of the export; earlier checkpoints are old by nature.
@@ -278,10 +280,13 @@ class _Audit:
         )
         if n == 0:
             return  # no checkpoint: no quorum and no time rule was judged
+        # Under "last" (the default) only the newest checkpoint is judged; say so when there
+        # were earlier ones, so the count of 1 is not read as "the export has one checkpoint".
         quorum = n if self.scope == "all" else 1
+        which = " by the last checkpoint" if self.scope == "last" and n > 1 else ""
         report.check(
             "witness-quorum",
-            f"witness quorum '{self.policy.quorum}' of the policy met",
+            f"witness quorum '{self.policy.quorum}' of the policy met{which}",
             quorum,
             "checkpoints",
         )
@@ -446,7 +451,7 @@ def verify_export_file(
     progress: Progress | None = None,
     record_keys: Iterable[str] | None = None,
     require_record_signatures: bool = False,
-    quorum_scope: QuorumScope = "all",
+    quorum_scope: QuorumScope = "last",
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
 ) -> Report:
     """Verify the export at ``path`` (``-``: standard input) under ``policy``; see the module
@@ -485,7 +490,7 @@ def verify_export_file(
     if progress is not None:
         size = _path_size(path)
         progress(size, size)
-    _success(report, audit, summary, lines, kept, proof, trusted is not None, quorum_scope)
+    _success(report, audit, summary, lines, kept, proof, trusted is not None)
     return report
 
 
@@ -591,14 +596,14 @@ def _success(
     kept: KeptCheckpoint | None,
     proof: list[bytes],
     records_trusted: bool,
-    scope: QuorumScope,
 ) -> None:
     """The report of an export that verified: its checks, its facts and its notes."""
     _success_checks(report, audit, s, lines, records_trusted)
     _success_facts(report, audit, s, lines, records_trusted)
     if kept is not None:
         _since_result(report, kept, proof)
-    _success_notes(report, s, kept, records_trusted, scope)
+    short = [c.size for c in audit.checkpoints[:-1] if not c.result.quorum_met]
+    _success_notes(report, s, kept, records_trusted, short)
 
 
 def _success_checks(
@@ -686,8 +691,10 @@ def _success_notes(
     s: ExportSummary,
     kept: KeptCheckpoint | None,
     records_trusted: bool,
-    scope: QuorumScope,
+    short_of_quorum: list[int],
 ) -> None:
+    """The notes of a valid export; ``short_of_quorum``: the sizes of the earlier checkpoints
+    that do not meet the quorum (accepted only under ``quorum_scope="last"``)."""
     covered = max(s.checkpoint_sizes, default=0)
     if not s.checkpoints:
         report.note(
@@ -725,8 +732,15 @@ def _success_notes(
             "record signatures were checked against the keys the export itself declares; "
             "give --record-key to check them against keys you trust"
         )
-    if scope == "last":
-        report.note("the witness quorum was required of the last checkpoint only")
+    if short_of_quorum:
+        n = len(short_of_quorum)
+        sizes = ", ".join(str(size) for size in short_of_quorum)
+        report.note(
+            f"{n} earlier checkpoint{'s' if n != 1 else ''} (size {sizes}) "
+            f"{'do' if n != 1 else 'does'} not meet the witness quorum: the quorum was "
+            "required of the last checkpoint only, which covers the earlier ones by "
+            "consistency; --quorum-scope all refuses such an export"
+        )
     if kept is None:
         report.note(
             "freshness and rollback: without --since, nothing shows that this export is not "

@@ -357,7 +357,7 @@ def test_export_written_by_the_store_verifies_with_counts(
         "export-format": len(export_lines(journal.export)),
         "log-key": 1,
         "checkpoint-signatures": 4 + 3 + 4,  # log + W1 W2 W3, log + W1 W2, log + W1 W2 W3
-        "witness-quorum": 3,
+        "witness-quorum": 1,  # the last checkpoint (the default --quorum-scope last)
         "time-rules": 6,  # the cosignatures of the policy's witnesses: W1 and W2, 3 times
         "record-chain": 16,  # 11 appended, and the 5 sealed runs' seal records
         "record-signatures": 8,  # run-a (3 + its seal record), run-c (1 + seal), run-f (2)
@@ -738,6 +738,7 @@ def test_export_policy_quorum_met_missed_by_one_and_unknown_witnesses(
 ) -> None:
     export = str(journal.export_path)
     first_cp = line_of(journal.export, checkpoint_spans(journal.export)[0][0])
+    last_cp = line_of(journal.export, checkpoint_spans(journal.export)[-1][0])
     # Met: 2 of W1, W2 (W3's lines, declared by the export, are not the policy's: ignored).
     assert verify_export(capsysbinary, export, str(journal.policy_path)).status == 0
     one = journal.write("one.policy", policy_text(("w1", V1), quorum="1"))
@@ -748,29 +749,77 @@ def test_export_policy_quorum_met_missed_by_one_and_unknown_witnesses(
     three = journal.write(
         "three.policy", policy_text(("w1", V1), ("w2", V2), ("w4", V4), quorum="3")
     )
-    r = verify_export(capsysbinary, export, three)
+    # No checkpoint meets it: the default refuses the last one, --quorum-scope all the first.
+    r = verify_export(capsysbinary, export, three, "--quorum-scope", "all")
     assert r.status == 1
     f = r.failure
     assert (f["kind"], f["line"], f["checkpoint_size"]) == ("policy", first_cp, 1)
+    assert "group q has 2 of 3" in f["message"]
+    r = verify_export(capsysbinary, export, three)
+    assert r.status == 1
+    f = r.failure
+    assert (f["kind"], f["line"], f["checkpoint_size"]) == ("policy", last_cp, 4)
     assert "group q has 2 of 3" in f["message"]
     # A witness the policy lists but nobody declared or used: still 2 of 3 short by one.
     none = journal.write("nobody.policy", policy_text(("w4", V4), quorum="1"))
     assert verify_export(capsysbinary, export, none).status == 1
 
 
-def test_export_quorum_scope_last(
+SHORT_NOTE = (
+    "1 earlier checkpoint (size 3) does not meet the witness quorum: the quorum was required "
+    "of the last checkpoint only, which covers the earlier ones by consistency; "
+    "--quorum-scope all refuses such an export"
+)
+
+
+def _quorum_check(r: Run) -> tuple[int, str]:
+    c = next(c for c in r.report["checks"] if c["id"] == "witness-quorum")
+    return c["count"], c["description"]
+
+
+def test_export_quorum_scope_last_is_the_default_and_all_is_strict(
     journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    """W3 cosigned the checkpoints of sizes 1 and 4, not 3."""
+    """W3 cosigned the checkpoints of sizes 1 and 4, not 3 (one signed before publishing)."""
     export = str(journal.export_path)
     w13 = journal.write("w13.policy", policy_text(("w1", V1), ("w3", V3), quorum="all"))
-    r = verify_export(capsysbinary, export, w13)
+    r = verify_export(capsysbinary, export, w13, "--quorum-scope", "all")
     assert r.status == 1
     assert r.failure["checkpoint_size"] == 3
     assert r.failure["line"] == line_of(journal.export, checkpoint_spans(journal.export)[1][0])
-    r = verify_export(capsysbinary, export, w13, "--quorum-scope", "last")
-    assert r.status == 0, r.err
-    assert "the witness quorum was required of the last checkpoint only" in r.report["notes"]
+    for extra in ((), ("--quorum-scope", "last")):
+        r = verify_export(capsysbinary, export, w13, *extra)
+        assert r.status == 0, r.err
+        assert SHORT_NOTE in r.report["notes"]
+        assert _quorum_check(r) == (
+            1,
+            "witness quorum 'q' of the policy met by the last checkpoint",
+        )
+    # Every checkpoint meets the two-of-two policy: no such note; "all" counts all three.
+    r = verify_export(capsysbinary, export, str(journal.policy_path))
+    assert r.status == 0 and not [n for n in r.report["notes"] if "earlier checkpoint" in n]
+    r = verify_export(capsysbinary, export, str(journal.policy_path), "--quorum-scope", "all")
+    assert _quorum_check(r) == (3, "witness quorum 'q' of the policy met")
+
+
+def test_export_whose_last_checkpoint_lacks_the_quorum_is_invalid_by_default(
+    journal: Journal, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """W3's line deleted from the last checkpoint (size 4): the size-1 checkpoint still meets
+    the W1+W3 quorum, but an earlier cosigned checkpoint does not stand in for the last."""
+    data = journal.export
+    start, stop, note = checkpoint_spans(data)[-1]
+    i = note.index(f"— {W3.name} ".encode())
+    cut = note[:i] + note[note.index(b"\n", i) + 1 :]
+    head = data[:start] + f"checkpoint {len(cut)}\n".encode()
+    path = journal.write("last-uncosigned.export", with_end(head + cut + data[stop:]))
+    w13 = journal.write("w13.policy", policy_text(("w1", V1), ("w3", V3), quorum="all"))
+    for extra, size in (((), 4), (("--quorum-scope", "last"), 4), (("--quorum-scope", "all"), 3)):
+        r = verify_export(capsysbinary, path, w13, *extra)
+        assert r.status == 1, extra
+        assert (r.failure["kind"], r.failure["checkpoint_size"]) == ("policy", size), extra
+    # The cut itself is sound: the two-of-two policy (W1, W2 still there) accepts it.
+    assert verify_export(capsysbinary, path, str(journal.policy_path)).status == 0
 
 
 def corrupt_signature_line(note: bytes, name: str) -> bytes:
@@ -814,12 +863,19 @@ def test_export_time_rules(journal: Journal, capsysbinary: pytest.CaptureFixture
     assert f["line"] == line_of(journal.export, spans[2][0])
     assert "older than max_age 60s" in f["message"]
     # From the future: at TS - 45 the size-1 cosignatures (TS + 10) are 55 s ahead, within
-    # the default 60 s of skew; those of size 3 (TS + 20) are 65 s ahead and do not count.
-    r = run(TS - 45)
+    # the default 60 s of skew; those of size 3 (TS + 20) are 65 s ahead and do not count —
+    # which --quorum-scope all refuses there; the default judges the quorum of the last
+    # (size 4, TS + 30: 75 s ahead).
+    r = run(TS - 45, "--quorum-scope", "all")
     assert r.status == 1
     assert (r.failure["kind"], r.failure["checkpoint_size"]) == ("policy", 3)
     assert "in the future" in r.failure["message"]
+    r = run(TS - 45)
+    assert r.status == 1
+    assert (r.failure["kind"], r.failure["checkpoint_size"]) == ("policy", 4)
+    assert "in the future" in r.failure["message"]
     assert run(TS - 45, "--max-skew", "80").status == 0
+    assert run(TS - 45, "--max-skew", "80", "--quorum-scope", "all").status == 0
     checks = {c["id"] for c in run(NOW).report["checks"]}
     assert "time-rules" in checks
 

@@ -35,7 +35,8 @@ store — for every mutant the format accepts, and for the first rejected mutant
 155 mutations: 49 of run lines (all rejected), 63 of record ``sig`` lines (56 rejected; the 7
 deletions accepted, each record then reported unsigned) and 43 of checkpoint signature lines
 (37 rejected; accepted: 3 deleted cosignatures — one of which ``tlog-verify``'s policy then
-refuses for its quorum — and 3 swaps of two lines). ``test_the_counts`` pins these numbers.
+refuses for its quorum, under ``--quorum-scope all`` — and 3 swaps of two lines).
+``test_the_counts`` pins these numbers.
 
 What the test requires (``judge``):
 
@@ -523,10 +524,13 @@ def verdicts(data: bytes, directory: Path) -> Verdicts:
             par = _format(lambda: verify_export_parallel(path, jobs=jobs, chunk_bytes=chunk))  # noqa: B023
             assert par == plain, (jobs, par, plain)
         policy = _policy(directory)
+        # The strict rule: a cosignature deleted from an earlier checkpoint is then refused,
+        # not accepted with a note (the default, --quorum-scope last, has its own tests).
+        strict = ("--quorum-scope", "all")
         reports = [
-            _cli(str(path), policy, 1, False),
-            _cli(str(path), policy, 1, True),
-            _cli(str(path), policy, 2, True),
+            _cli(str(path), policy, 1, False, *strict),
+            _cli(str(path), policy, 1, True, *strict),
+            _cli(str(path), policy, 2, True, *strict),
         ]
         for r in reports[1:]:
             r["inputs"] = reports[0]["inputs"]
