@@ -35,8 +35,9 @@ Store options: ``--db PATH`` (a SQLite file, the embedded default; environment v
 log's Ed25519 signer key; ``TLOG_STORE_KEY``, and with SQLite by default ``<db path>.key``).
 Every verb accepts ``--key``, so that one set of store options serves them all, but only
 ``init``, ``checkpoint`` (unless ``--unsigned``), ``prove`` (when it must sign) and ``publish
---witness`` read it. A flag wins over the environment. Verbs other than ``init`` refuse a
-SQLite path that does not exist rather than create an empty database there.
+--witness`` read it. They go before the verb or after it (both: the later wins). A flag wins
+over the environment. Verbs other than ``init`` refuse a SQLite path that does not exist rather
+than create an empty database there.
 
 Input formats (read as bytes and parsed strictly):
 
@@ -546,12 +547,23 @@ RestoreError and NotSealedError — and 2 to MalformedError, UsageError, OSError
 and argparse errors). The one statement of the mapping; ``tlog-store --help`` tells users."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _StoreCommand(Command):
+    """A :class:`tlog.cli.run.Command` whose own parser takes the store options too, so that
+    they may come before the verb (``tlog-store --db journal.db head run-1``) as well as after."""
+
+    def parser(self) -> clirun.ArgumentParser:
+        p = super().parser()
+        ui.command_store_options(p)
+        return p
+
+
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
     Built on each call, so that the handlers are looked up when the command runs.
     """
-    return Command(
+    return _StoreCommand(
         prog="tlog-store",
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,

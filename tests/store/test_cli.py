@@ -1225,3 +1225,34 @@ def test_bugs_are_not_swallowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(KeyError("bug")))
     with pytest.raises(KeyError):
         run(["head", "r", "--db", str(path)])
+
+
+# --- store options before the verb -------------------------------------------------------------
+
+
+def test_store_options_before_or_after_the_verb(tmp_path: Path) -> None:
+    """The store options go before the verb, after it, or both (the later wins)."""
+    db = str(tmp_path / "journal.db")
+    other = str(tmp_path / "other.db")
+    cli_ok("init", "--db", db, "--origin", ORIGIN)
+    after = cli_ok("head", "c-1", "--db", db)
+    assert cli_ok("--db", db, "head", "c-1") == after == f"seq 0\nhash {b64(bytes(32))}\n".encode()
+    # --tenant given before the verb is not reset to its default by the verb's own parser.
+    assert cli_ok("--db", db, "--tenant", "acme", "vkey").startswith(f"{ORIGIN}/acme+".encode())
+    assert cli_ok("--tenant", "acme", "vkey", "--db", db).startswith(f"{ORIGIN}/acme+".encode())
+    # Both sides: the later one wins.
+    assert cli_ok("--tenant", "acme", "vkey", "--db", db, "--tenant", "default").startswith(
+        f"{ORIGIN}/default+".encode()
+    )
+    assert cli_ok("--db", other, "head", "c-1", "--db", db) == after
+    proc = cli("--db", db, "head", "c-1", "--db", other)
+    assert assert_one_error_line(proc, 2) == f"tlog-store: head: no store at {other} " + (
+        "(create one with 'tlog-store init')\n"
+    )
+    # --db on one side and --postgres on the other is refused, as on one side.
+    proc = cli("--db", db, "head", "c-1", "--postgres", "postgresql://nowhere/x")
+    assert assert_one_error_line(proc, 2) == "tlog-store: head: give --db or --postgres, not both\n"
+    # --key before the verb is read by a verb that signs.
+    key = str(tmp_path / "other.key")
+    fails(["--db", db, "--key", key, "checkpoint"], 2)
+    assert cli_ok("--db", db, "--key", db + ".key", "checkpoint").startswith(ORIGIN.encode())
