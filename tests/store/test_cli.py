@@ -1256,3 +1256,18 @@ def test_store_options_before_or_after_the_verb(tmp_path: Path) -> None:
     key = str(tmp_path / "other.key")
     fails(["--db", db, "--key", key, "checkpoint"], 2)
     assert cli_ok("--db", db, "--key", db + ".key", "checkpoint").startswith(ORIGIN.encode())
+
+
+def test_undeclared_witness_messages_name_the_flag(db: str) -> None:
+    """From the CLI, a signature of an undeclared witness is refused naming --witness-key."""
+    sealed_run(db)
+    note = ok(["checkpoint", "--db", db])
+    witness = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1).signer()
+    text, sigs = parse_note(note)
+    cosigned = sign_note(text, [witness], sigs)
+    err = fails(["publish", "--db", db], 2, stdin=cosigned)
+    assert "--witness-key VKEY" in err and "witness_keys" in err
+    ok(["publish", "--db", db, "--witness-key", witness_vkey(witness)], stdin=cosigned)
+    err = fails(["export", "--db", db], 2)
+    assert "tlog-store export --witness-key VKEY" in err, err
+    ok(["export", "--db", db, "--witness-key", witness_vkey(witness)])
