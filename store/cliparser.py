@@ -591,14 +591,18 @@ examples:
 """
 
 RESTORE = """\
+With --key FILE, the source store's log key file: creates the store (as 'init' does, with the
+origin of the export's header; an existing store must have that origin and key) and replays
+FILE into it, in one command. Without --key the store must exist already.
+
 Replays an export FILE into this tenant of an initialised, EMPTY store (no runs, no log, no
 kept checkpoints; else exit 2). Pass 1 verifies the whole file against the store's own log key
 -- every hash, link, signature, position and checkpoint root -- and writes nothing when it does
 not verify (exit 1, naming the line). Pass 2 appends the records and seals the runs through the
 store's own rules, keeps every exported checkpoint as it is, and checks that the store rebuilt
 exactly the export; a failure there (exit 1, naming the line, run and record) leaves the target
-partially written: discard it. Initialise the target with the same origin and log key as the
-source; exporting the restored store gives the same file byte for byte.
+partially written: discard it. The target has the same origin and log key as the source;
+exporting the restored store gives the same file byte for byte.
 
 --record-key narrows the trusted record keys (default: those the export declares);
 --require-record-signatures refuses unsigned records. Prints the summary, one 'name value'
@@ -606,6 +610,5 @@ line each: origin, checkpoints, runs, sealed_runs, records, signed_records, log_
 log_root, digest (--json: one object).
 
 examples:
-  tlog-store init --db copy.db --key journal.db.key --origin example.com/journal
-  tlog-store restore --db copy.db journal.export
+  tlog-store restore journal.export --db copy.db --key journal.db.key
 """

@@ -1271,3 +1271,26 @@ def test_undeclared_witness_messages_name_the_flag(db: str) -> None:
     err = fails(["export", "--db", db], 2)
     assert "tlog-store export --witness-key VKEY" in err, err
     ok(["export", "--db", db, "--witness-key", witness_vkey(witness)])
+
+
+def test_restore_with_key_creates_the_store_in_one_command(db: str, tmp_path: Path) -> None:
+    """restore --key FILE creates a missing store from the source's key and the export's origin."""
+    sealed_run(db, "a")
+    ok(["checkpoint", "--db", db])
+    exported = ok(["export", "--db", db])
+    path = tmp_path / "journal.export"
+    path.write_bytes(exported)
+    new = str(tmp_path / "new.db")
+    err = fails(["restore", str(path), "--db", new], 2)
+    assert "pass --key FILE" in err and not os.path.exists(new)
+    # A key file that does not exist is refused; no key is made.
+    fails(["restore", str(path), "--db", new, "--key", str(tmp_path / "none.key")], 2)
+    assert not os.path.exists(tmp_path / "none.key")
+    summary = kv(ok(["restore", str(path), "--db", new, "--key", db + ".key"]))
+    assert summary["origin"] == f"{ORIGIN}/default" and summary["sealed_runs"] == "1"
+    assert ok(["export", "--db", new]) == exported
+    assert ok(["vkey", "--db", new]) == ok(["vkey", "--db", db])
+    # Another tenant than the export's is refused, naming --tenant.
+    other = str(tmp_path / "other.db")
+    err = fails(["restore", str(path), "--db", other, "--key", db + ".key", "--tenant", "x"], 2)
+    assert "--tenant" in err
