@@ -20,7 +20,8 @@ Verbs (every one takes the store options below)::
     tlog-store prove RUN [--out FILE]
     tlog-store export [--out FILE|-] [--witness-key VKEY]... [--witness-keys FILE]...
                       [--record-key VKEY]...
-    tlog-store restore FILE [--record-key VKEY]... [--require-record-signatures] [--json]
+    tlog-store restore FILE [--key FILE] [--record-key VKEY]... [--require-record-signatures]
+                       [--json]
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
 of :mod:`store.batch`, :mod:`store.verify`, :mod:`store.prove`, :mod:`store.publish` or
@@ -35,8 +36,9 @@ Store options: ``--db PATH`` (a SQLite file, the embedded default; environment v
 log's Ed25519 signer key; ``TLOG_STORE_KEY``, and with SQLite by default ``<db path>.key``).
 Every verb accepts ``--key``, so that one set of store options serves them all, but only
 ``init``, ``checkpoint`` (unless ``--unsigned``), ``prove`` (when it must sign) and ``publish
---witness`` read it. A flag wins over the environment. Verbs other than ``init`` refuse a
-SQLite path that does not exist rather than create an empty database there.
+--witness`` read it. They go before the verb or after it (both: the later wins). A flag wins
+over the environment. Verbs other than ``init`` refuse a SQLite path that does not exist rather
+than create an empty database there.
 
 Input formats (read as bytes and parsed strictly):
 
@@ -117,7 +119,7 @@ from tlog.cli.files import (
 from tlog.cli.run import Command, Exit, decimal_arg, utf8_arg, write_stdout
 from tlog.encoding import b64encode
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
-from tlog.export import ExportFormatError
+from tlog.export import ExportFormatError, HeaderItem, read_export
 from tlog.journal import (
     Record,
     check_case_id,
@@ -199,8 +201,10 @@ def _init_key(path: str, origin: str, tenant: str) -> tuple[SignerKey, bool]:
         return key, True
 
 
-def _cmd_init(args: argparse.Namespace) -> int:
-    origin = ui.parse_text(args.origin, "--origin")
+def _create(args: argparse.Namespace, origin: str) -> tuple[SignerKey, str, bool]:
+    """Initialise the store the arguments name with base ``origin`` and the log key file
+    (made when missing): :func:`store.init_store`, as ``init`` does. Returns the key, the key
+    file's path and whether this call made the key."""
     db, pg = ui.store_location(args)
     tenant = ui.parse_tenant(args)
     path = ui.key_path(args, db)
@@ -215,6 +219,14 @@ def _cmd_init(args: argparse.Namespace) -> int:
         if created and not isinstance(e, CommitUnknownError):
             os.unlink(path)
         raise
+    return key, path, created
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    origin = ui.parse_text(args.origin, "--origin")
+    key, path, created = _create(args, origin)
+    db, pg = ui.store_location(args)
+    tenant = ui.parse_tenant(args)
     with open_store(db=db, postgres=pg, tenant=tenant, key=key) as store:
         vkey = store.log_vkey
         as_json = {"origin": store.origin, "vkey": vkey, "key": path, "created": created}
@@ -508,11 +520,36 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _base_origin(origin: str, tenant: str) -> str:
+    """The base origin of an export's tenant log origin ``<base>/<tenant>``."""
+    base, sep, last = origin.rpartition("/")
+    if not sep or not base or last != tenant:
+        raise UsageError(
+            f"the export's log origin {origin} is not <origin>/{tenant}: choose the tenant "
+            "with --tenant"
+        )
+    return base
+
+
 def _cmd_restore(args: argparse.Namespace) -> int:
     path = utf8_arg(args.file, "FILE")
     record_keys = ui.parse_vkeys(args.record_key, [], "record") if args.record_key else None
-    with open(path, "rb"):
-        pass  # an unreadable file is reported as such, before the store is opened
+    with open(path, "rb") as f:  # an unreadable file is reported as such, before the store
+        header = next(read_export(f))
+    assert isinstance(header, HeaderItem)
+    if args.key is not None or os.environ.get(ui.ENV_KEY):
+        # From the source's log key: create the store (init is idempotent for the same origin
+        # and key) with the export's origin, then replay into it. The key must exist: a new
+        # one could not verify the export.
+        ui.read_log_key(ui.key_path(args, ui.store_location(args)[0]))
+        _create(args, _base_origin(header.header.origin, ui.parse_tenant(args)))
+    else:
+        db, _ = ui.store_location(args)
+        if db is not None and not os.path.exists(db):
+            raise UsageError(
+                f"no store at {db}: pass --key FILE, the source store's log key, to create it "
+                "from the export (or run 'tlog-store init' with that key first)"
+            )
     with _open(args) as store:
         summary = restore_store(
             store,
@@ -546,12 +583,23 @@ RestoreError and NotSealedError — and 2 to MalformedError, UsageError, OSError
 and argparse errors). The one statement of the mapping; ``tlog-store --help`` tells users."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _StoreCommand(Command):
+    """A :class:`tlog.cli.run.Command` whose own parser takes the store options too, so that
+    they may come before the verb (``tlog-store --db journal.db head run-1``) as well as after."""
+
+    def parser(self) -> clirun.ArgumentParser:
+        p = super().parser()
+        ui.command_store_options(p)
+        return p
+
+
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
     Built on each call, so that the handlers are looked up when the command runs.
     """
-    return Command(
+    return _StoreCommand(
         prog="tlog-store",
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,
@@ -606,6 +654,7 @@ def command() -> Command:
                 ui.RESTORE,
                 _cmd_restore,
                 ui.restore_args,
+                ui.KEY_JSON,
             ),
         ),
     )

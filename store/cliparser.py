@@ -83,6 +83,9 @@ def parse_vkeys(flags: Sequence[str], files: Sequence[str], what: str) -> list[s
 
 def store_location(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(db, postgres): the flags, else the environment; exactly one must be set."""
+    if args.db is not None and args.postgres is not None:
+        # One before the verb, the other after it (argparse refuses both on one side).
+        raise UsageError("give --db or --postgres, not both")
     if args.db is not None:
         db: str | None = utf8_arg(args.db, "--db")
         pg: str | None = None
@@ -154,28 +157,50 @@ def parse_policy(path: str | None) -> Policy | None:
 # --- declaring the arguments -------------------------------------------------------------------
 
 
+def _store_option_group(p: argparse.ArgumentParser, key_help: str, *, before_verb: bool) -> None:
+    """--db | --postgres, --tenant and --key, on the command's parser or on a verb's.
+
+    Both parsers take them, so that they may come before the verb or after it. A verb's copies
+    default to nothing (``argparse.SUPPRESS``): argparse copies every attribute of the verb's
+    namespace over the command's, so a default there would undo a value given before the
+    verb. The real defaults are the command parser's. Given on both sides, the later wins.
+    """
+    none = None if before_verb else argparse.SUPPRESS
+    tenant = DEFAULT_TENANT if before_verb else argparse.SUPPRESS
+    g = p.add_argument_group("store options")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db", default=none, metavar="PATH", help=f"SQLite store file (env {ENV_DB})"
+    )
+    where.add_argument(
+        "--postgres", default=none, metavar="URL", help=f"PostgreSQL URL (env {ENV_POSTGRES})"
+    )
+    g.add_argument("--tenant", default=tenant, metavar="T", help="tenant (default: default)")
+    g.add_argument("--key", default=none, metavar="FILE", help=key_help)
+
+
+def command_store_options(p: argparse.ArgumentParser) -> None:
+    """The store options on the command's own parser: ``tlog-store --db PATH VERB ...``."""
+    _store_option_group(
+        p, f"log signer key, for the verbs that sign (env {ENV_KEY})", before_verb=True
+    )
+
+
 def store_options(p: argparse.ArgumentParser, options: frozenset[str]) -> None:
     """The store options every verb takes, and ``--json`` for the verbs with ``"json"``.
 
     Added before the verb's own arguments, so that usage lines and help list them first.
     """
-    g = p.add_argument_group("store options")
-    where = g.add_mutually_exclusive_group()
-    where.add_argument("--db", metavar="PATH", help=f"SQLite store file (env {ENV_DB})")
-    where.add_argument("--postgres", metavar="URL", help=f"PostgreSQL URL (env {ENV_POSTGRES})")
-    g.add_argument(
-        "--tenant", default=DEFAULT_TENANT, metavar="T", help="tenant (default: default)"
-    )
     # Every verb takes --key, so that one set of store options serves them all; only the
     # verbs with the option "key" read it.
-    g.add_argument(
-        "--key",
-        metavar="FILE",
-        help=(
+    _store_option_group(
+        p,
+        (
             f"log signer key (env {ENV_KEY}; default with SQLite: <db path>.key)"
             if "key" in options
             else "log signer key (not read by this verb)"
         ),
+        before_verb=False,
     )
     if "json" in options:
         p.add_argument("--json", action="store_true", help="print JSON")
@@ -319,7 +344,7 @@ def restore_args(p: argparse.ArgumentParser) -> None:
 MAIN = """\
 Run 'tlog-store VERB --help' for the formats and examples of a verb.
 
-store options (every verb):
+store options (every verb; before or after the verb -- given on both sides, the later wins):
   --db PATH       a SQLite file, the embedded default (env TLOG_STORE_DB)
   --postgres URL  a PostgreSQL connection string or URL (env TLOG_STORE_POSTGRES)
   --tenant T      the tenant: 1-64 of [a-z0-9._-] (default: default); its log's origin is
@@ -566,14 +591,18 @@ examples:
 """
 
 RESTORE = """\
+With --key FILE, the source store's log key file: creates the store (as 'init' does, with the
+origin of the export's header; an existing store must have that origin and key) and replays
+FILE into it, in one command. Without --key the store must exist already.
+
 Replays an export FILE into this tenant of an initialised, EMPTY store (no runs, no log, no
 kept checkpoints; else exit 2). Pass 1 verifies the whole file against the store's own log key
 -- every hash, link, signature, position and checkpoint root -- and writes nothing when it does
 not verify (exit 1, naming the line). Pass 2 appends the records and seals the runs through the
 store's own rules, keeps every exported checkpoint as it is, and checks that the store rebuilt
 exactly the export; a failure there (exit 1, naming the line, run and record) leaves the target
-partially written: discard it. Initialise the target with the same origin and log key as the
-source; exporting the restored store gives the same file byte for byte.
+partially written: discard it. The target has the same origin and log key as the source;
+exporting the restored store gives the same file byte for byte.
 
 --record-key narrows the trusted record keys (default: those the export declares);
 --require-record-signatures refuses unsigned records. Prints the summary, one 'name value'
@@ -581,6 +610,5 @@ line each: origin, checkpoints, runs, sealed_runs, records, signed_records, log_
 log_root, digest (--json: one object).
 
 examples:
-  tlog-store init --db copy.db --key journal.db.key --origin example.com/journal
-  tlog-store restore --db copy.db journal.export
+  tlog-store restore journal.export --db copy.db --key journal.db.key
 """

@@ -179,7 +179,8 @@ def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]]) -> None:
                     f"{s.name}+{s.key_id:08x}, which is neither the log key nor a declared "
                     "witness key (the export format refuses lines of undeclared keys rather "
                     "than drop them): if it is a witness's cosignature, declare its vkey "
-                    "(tlog-store export --witness-key VKEY); a plain Ed25519 (type 0x01) line, "
+                    "(tlog-store export --witness-key VKEY, or witness_keys= in Python); "
+                    "a plain Ed25519 (type 0x01) line, "
                     "which no export can carry, was kept by a store older than its check"
                 )
 

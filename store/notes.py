@@ -51,7 +51,8 @@ def _unkeepable(s: Signature, witness_keys: Sequence[str]) -> str:
             )
     return (
         f"the signature line of {s.name}+{s.key_id:08x} is from no declared witness key: "
-        "declare the witness's vkey (tlog-store publish --witness-key VKEY) to keep it"
+        "declare the witness's vkey (tlog-store publish --witness-key VKEY, or witness_keys= "
+        "in Python) to keep it"
     )
 
 

@@ -1225,3 +1225,72 @@ def test_bugs_are_not_swallowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(KeyError("bug")))
     with pytest.raises(KeyError):
         run(["head", "r", "--db", str(path)])
+
+
+# --- store options before the verb -------------------------------------------------------------
+
+
+def test_store_options_before_or_after_the_verb(tmp_path: Path) -> None:
+    """The store options go before the verb, after it, or both (the later wins)."""
+    db = str(tmp_path / "journal.db")
+    other = str(tmp_path / "other.db")
+    cli_ok("init", "--db", db, "--origin", ORIGIN)
+    after = cli_ok("head", "c-1", "--db", db)
+    assert cli_ok("--db", db, "head", "c-1") == after == f"seq 0\nhash {b64(bytes(32))}\n".encode()
+    # --tenant given before the verb is not reset to its default by the verb's own parser.
+    assert cli_ok("--db", db, "--tenant", "acme", "vkey").startswith(f"{ORIGIN}/acme+".encode())
+    assert cli_ok("--tenant", "acme", "vkey", "--db", db).startswith(f"{ORIGIN}/acme+".encode())
+    # Both sides: the later one wins.
+    assert cli_ok("--tenant", "acme", "vkey", "--db", db, "--tenant", "default").startswith(
+        f"{ORIGIN}/default+".encode()
+    )
+    assert cli_ok("--db", other, "head", "c-1", "--db", db) == after
+    proc = cli("--db", db, "head", "c-1", "--db", other)
+    assert assert_one_error_line(proc, 2) == f"tlog-store: head: no store at {other} " + (
+        "(create one with 'tlog-store init')\n"
+    )
+    # --db on one side and --postgres on the other is refused, as on one side.
+    proc = cli("--db", db, "head", "c-1", "--postgres", "postgresql://nowhere/x")
+    assert assert_one_error_line(proc, 2) == "tlog-store: head: give --db or --postgres, not both\n"
+    # --key before the verb is read by a verb that signs.
+    key = str(tmp_path / "other.key")
+    fails(["--db", db, "--key", key, "checkpoint"], 2)
+    assert cli_ok("--db", db, "--key", db + ".key", "checkpoint").startswith(ORIGIN.encode())
+
+
+def test_undeclared_witness_messages_name_the_flag(db: str) -> None:
+    """From the CLI, a signature of an undeclared witness is refused naming --witness-key."""
+    sealed_run(db)
+    note = ok(["checkpoint", "--db", db])
+    witness = generate_key("witness.example/w1", TYPE_COSIGNATURE_V1).signer()
+    text, sigs = parse_note(note)
+    cosigned = sign_note(text, [witness], sigs)
+    err = fails(["publish", "--db", db], 2, stdin=cosigned)
+    assert "--witness-key VKEY" in err and "witness_keys" in err
+    ok(["publish", "--db", db, "--witness-key", witness_vkey(witness)], stdin=cosigned)
+    err = fails(["export", "--db", db], 2)
+    assert "tlog-store export --witness-key VKEY" in err, err
+    ok(["export", "--db", db, "--witness-key", witness_vkey(witness)])
+
+
+def test_restore_with_key_creates_the_store_in_one_command(db: str, tmp_path: Path) -> None:
+    """restore --key FILE creates a missing store from the source's key and the export's origin."""
+    sealed_run(db, "a")
+    ok(["checkpoint", "--db", db])
+    exported = ok(["export", "--db", db])
+    path = tmp_path / "journal.export"
+    path.write_bytes(exported)
+    new = str(tmp_path / "new.db")
+    err = fails(["restore", str(path), "--db", new], 2)
+    assert "pass --key FILE" in err and not os.path.exists(new)
+    # A key file that does not exist is refused; no key is made.
+    fails(["restore", str(path), "--db", new, "--key", str(tmp_path / "none.key")], 2)
+    assert not os.path.exists(tmp_path / "none.key")
+    summary = kv(ok(["restore", str(path), "--db", new, "--key", db + ".key"]))
+    assert summary["origin"] == f"{ORIGIN}/default" and summary["sealed_runs"] == "1"
+    assert ok(["export", "--db", new]) == exported
+    assert ok(["vkey", "--db", new]) == ok(["vkey", "--db", db])
+    # Another tenant than the export's is refused, naming --tenant.
+    other = str(tmp_path / "other.db")
+    err = fails(["restore", str(path), "--db", other, "--key", db + ".key", "--tenant", "x"], 2)
+    assert "--tenant" in err

@@ -253,9 +253,13 @@ def run(
     rules of the module docstring.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    verb = args_list[0] if args_list and args_list[0] in verbs else None
+    # Options may come before the verb (tlog-store --db PATH VERB): the first verb name is the
+    # guess for an error of the parser itself, the parsed verb is the answer once there is one.
+    verb = next((a for a in args_list if a in verbs), None)
     try:
-        return call(build_parser().parse_args(args_list))
+        args = build_parser().parse_args(args_list)
+        verb = getattr(args, "verb", verb)
+        return call(args)
     except _classes(statuses) as e:
         rule = next(r for r in statuses if isinstance(e, r.catch))
         write_error(prog, verb, rule.message(e))
