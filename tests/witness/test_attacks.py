@@ -562,10 +562,12 @@ def test_large_body_flood(target: Target) -> None:
     assert_prompt(probe)
     assert peak < RSS_BOUND, f"RSS of one process grew by {peak / MiB:.1f} MiB"
     rss_bounded(t, sum(rss0))
-    # Each gets its answer (the body is not a checkpoint), or the connection was cut after
-    # the answer was sent while its body still arrived.
-    assert set(answers) <= {b"HTTP/1.1 400 Bad Request", b""}, set(answers)
-    assert answers.count(b"HTTP/1.1 400 Bad Request") >= 150
+    # Each gets its answer: 400 (the body is not a checkpoint), or 408 when its body waited
+    # for the memory budget past read_timeout (a slow machine: CI saw it), or the connection
+    # was cut after the answer was sent while its body still arrived.
+    answered = (b"HTTP/1.1 400 Bad Request", b"HTTP/1.1 408 Request Timeout")
+    assert set(answers) <= {*answered, b""}, set(answers)
+    assert sum(answers.count(a) for a in answered) >= 150, answers
     no_5xx(t)
     assert t.state_snapshot() == before
 
