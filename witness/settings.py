@@ -147,7 +147,11 @@ def locate_state(
 def refuse_missing(db: str | None) -> None:
     """Refuse a SQLite path with no file: opening it would create an empty state there."""
     if db is not None and not os.path.exists(db):
-        raise UsageError(f"no witness state at {db} (create one with '{PROG} init')")
+        # Most often a verb run outside the witness's directory: say how to name it.
+        raise UsageError(
+            f"no witness state at {db}: name the witness with --config FILE (or {ENV_CONFIG}),"
+            f" or create one with '{PROG} init'"
+        )
 
 
 @contextlib.contextmanager
