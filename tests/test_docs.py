@@ -105,6 +105,11 @@ SKIPPED: dict[tuple[str, str], str] = {
     "`make run` sets up a second venv (examples/tour.py is type-checked, not run here)",
     (
         "README.md",
+        "pip install . ",
+    ): "the install section: tests/test_install.py installs into a fresh venv, the base "
+    "install then the witness extra, and runs what each gives",
+    (
+        "README.md",
         "$ tlog-witness init ",
     ): "the witness operator's block: a long-running server and a public "
     "address (the operator guide's journey test is not written yet)",
@@ -124,7 +129,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 def test_every_readme_console_block_is_run_or_listed() -> None:
     console = [b for b in blocks(README) if b.lang in ("console", "sh")]
-    assert len(console) == 5, [(b.line, b.lang) for b in console]
+    assert len(console) == 6, [(b.line, b.lang) for b in console]
     for doc, start in SKIPPED:
         assert any(b.doc == doc and b.text.startswith(start) for b in console), (doc, start)
     assert [b for b in console if not _skipped(b)] == _readme_run()
