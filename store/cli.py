@@ -56,8 +56,10 @@ Input formats (read as bytes and parsed strictly):
 Outputs go to standard output: see each verb's ``--help``. ``--json`` prints one JSON object
 (``read --json`` prints one object per record per line, JSON Lines, so that it streams).
 
-Exit status: 0 success, 1 does not verify, 2 unusable input or usage, 3 refused by the store's
-rules, 4 backend trouble, as ``tlog-store --help`` tells its users. Which exception gives which
+Exit status: 0 success, 1 does not verify, 2 unusable input or usage (also a verb that needs an
+extra that is not installed: ``publish --witness`` the ``store`` extra, ``--postgres`` the
+``postgres`` extra, :mod:`tlog.extras`), 3 refused by the store's rules, 4 backend trouble, as
+``tlog-store --help`` tells its users. Which exception gives which
 status is :data:`_STATUSES` (then the common rules of :mod:`tlog.cli.run`), the one mapping.
 Every failure prints exactly one line on standard error, ``tlog-store: <verb>: <message>``, and
 never a traceback. A closed standard output (``tlog-store ... | head``) ends the command silently
@@ -604,6 +606,8 @@ def command() -> Command:
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,
         statuses=_STATUSES,
+        # publish --witness needs the witness client (requests), --postgres psycopg.
+        extras=("store", "postgres"),
         verbs=(
             verb("init", "initialise a store", ui.INIT, _cmd_init, ui.init_args, ui.KEY_JSON),
             verb("vkey", "print the tenant log's vkey", ui.VKEY, _cmd_vkey, None, ui.PLAIN),

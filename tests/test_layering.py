@@ -7,11 +7,18 @@ storage engine of ``store`` (``store.db``) and nothing else of ``store``; ``stor
 the witness's client, and only in ``store.publish``; the engine itself
 imports the standard library, ``tlog`` and (its PostgreSQL dialect only) psycopg. Every import
 statement counts, also those inside functions (imported lazily).
+
+What a command loads when it runs is checked too (pyproject.toml's extras, :mod:`tlog.extras`):
+the verifier and ``tlog`` run on the base install, so they load none of the extras' modules,
+and importing a command loads none either (a verb imports what it needs when it runs).
+tests/test_install.py checks the same in a fresh install, where the extras are really absent.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +30,9 @@ TLOG_THIRD_PARTY = {"cryptography", "nacl", "orjson"}
 """What tlog may import beside the standard library and itself (pyproject.toml's core)."""
 
 DATABASE_DRIVERS = {"sqlite3", "psycopg", "psycopg_pool"}
+
+EXTRA_MODULES = ("aiohttp", "psycopg", "requests", "uvloop")
+"""The modules of pyproject.toml's extras (tlog.extras.EXTRAS): never loaded by the base roles."""
 
 
 def imports(package: str) -> list[tuple[str, int, str]]:
@@ -79,7 +89,9 @@ def test_tlog_imports_only_the_standard_library_and_its_crypto() -> None:
     assert bad == []
 
 
-@pytest.mark.parametrize("forbidden", ["store", "witness", *sorted(DATABASE_DRIVERS), "aiohttp"])
+@pytest.mark.parametrize(
+    "forbidden", ["store", "witness", *sorted(DATABASE_DRIVERS), "aiohttp", "requests", "uvloop"]
+)
 def test_verifier_imports_no_database_code(forbidden: str) -> None:
     assert [(f, n, m) for f, n, m in imports("verifier") if top(m) == forbidden] == []
 
@@ -106,3 +118,48 @@ def test_the_storage_engine_imports_only_the_standard_library_tlog_and_its_drive
         and not (f == "postgres.py" and top(m) == "psycopg")
     ]
     assert bad == []
+
+
+_RUN_THE_BASE_ROLES = """
+import contextlib, io, json, sys
+import tlog, verifier, store, witness
+import tlog.cli.command, verifier.cli, store.cli, witness.cli
+from tlog.cli.command import main as tlog_main
+from verifier.cli import main as verify_main
+loaded_by_imports = [m for m in {modules!r} if m in sys.modules]
+checkpoint, vkey = sys.argv[1], sys.argv[2]
+out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+with contextlib.redirect_stdout(out):
+    statuses = [
+        verify_main(["checkpoint", "--log-vkey", vkey, checkpoint]),
+        verify_main(["checkpoint", "--log-vkey", vkey, "--json", checkpoint]),
+        tlog_main(["open", "--vkey", vkey, checkpoint]),
+    ]
+out.flush()
+print(json.dumps({{
+    "statuses": statuses,
+    "valid": '"verdict": "valid"' in out.buffer.getvalue().decode(),
+    "loaded_by_imports": loaded_by_imports,
+    "loaded": [m for m in {modules!r} if m in sys.modules],
+}}))
+"""
+
+
+def test_the_base_roles_load_no_module_of_an_extra(tmp_path: Path) -> None:
+    # In this environment every extra is installed: what matters is that nothing imports them.
+    # Run in a fresh interpreter, from a directory that is not the checkout (whose packages the
+    # environment's editable install points at anyway).
+    data = ROOT / "testdata" / "sum.golang.org"
+    vkey = (data / "vkey.txt").read_text(encoding="utf-8").strip()
+    code = _RUN_THE_BASE_ROLES.format(modules=EXTRA_MODULES)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(data / "checkpoint-6476701.txt"), vkey],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result == {"statuses": [0, 0, 0], "valid": True, "loaded_by_imports": [], "loaded": []}

@@ -5,6 +5,12 @@
 :class:`ProgressBar` is such a callback that draws one line on a text stream, redrawn in place
 with CR; :func:`progress_wanted` is the rule the command applies before drawing one: the
 stream is a terminal and the caller did not ask for none.
+
+Hand-written rather than tqdm or rich, measured (``python -X importtime``, this machine under
+load): this module imports in about 1 ms, ``import tqdm`` takes 55-75 ms and
+``rich.progress`` 50-70 ms; rich would add about 13 MB (rich, Pygments, markdown-it-py) and
+tqdm 0.6 MB to the auditor's base install (``pip install tlog-toolkit``), which is kept to
+what verifying needs. One bar on one stream, redrawn with CR, is all the verifier draws.
 """
 
 from __future__ import annotations

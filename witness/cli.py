@@ -56,7 +56,9 @@ Exit status (:func:`main` is the one place that maps exceptions to statuses):
     log's keys; the state holds data of the wrong shape (CorruptStateError)
  2  unusable input or usage: malformed data, bad arguments, unreadable file, a refused
     change (an origin already configured, an import that would move a log backwards),
-    a port that cannot be bound
+    a port that cannot be bound; a verb that needs an extra that is not installed
+    (``serve``, ``pull-logs URL``, ``conformance``: ``pip install 'tlog-toolkit[witness]'``;
+    ``--postgres``: ``[postgres]``)
  4  backend trouble: the database failed (nothing written), or a COMMIT got no verdict (the
     write may or may not have landed: read back before retrying); a log list that cannot be
     fetched (network, timeout, HTTP status other than 200)
@@ -505,6 +507,10 @@ def _conformance_args(p: argparse.ArgumentParser) -> None:
 
 _CONFORMANCE = "conformance"
 
+_EXTRAS = ("witness", "postgres")
+"""The extras (:mod:`tlog.extras`) the verbs may need: ``witness`` for ``serve`` (aiohttp),
+``pull-logs URL`` and ``conformance`` (requests); ``postgres`` for ``--postgres``."""
+
 COMMAND = Command(
     prog=PROG,
     description="A C2SP tlog-witness: cosigns checkpoints of the logs it follows.",
@@ -563,6 +569,7 @@ COMMAND = Command(
         ),
     ),
     statuses=_STATUSES,
+    extras=_EXTRAS,
 )
 """``tlog-witness``: each verb declared once (name, help, epilog, handler, arguments)."""
 
@@ -582,15 +589,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rules of :func:`tlog.cli.run.run`), each with one line on standard error:
     CorruptStateError and VerificationError → 1; MalformedError, UsageError, OSError,
     UnicodeDecodeError and argparse errors → 2; BackendError, CommitUnknownError, other state
-    errors and FetchError → 4; KeyboardInterrupt → 130. ``--help`` exits 0 through
-    SystemExit, as argparse does.
+    errors and FetchError → 4; KeyboardInterrupt → 130; a verb that needs an extra that is not
+    installed (:data:`_EXTRAS`) → 2. ``--help`` exits 0 through SystemExit, as argparse does.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == [_CONFORMANCE]:
-        from witness.conformance import conformance_main  # noqa: PLC0415 - a separate tool
-
+        try:
+            from witness.conformance import conformance_main  # noqa: PLC0415 - a separate tool
+        except ModuleNotFoundError as e:  # requests: the witness extra
+            return clirun.report_missing_extra(PROG, _CONFORMANCE, e, _EXTRAS)
         return conformance_main(args_list[1:])
-    return clirun.run(PROG, _VERBS, COMMAND.parser, args_list, _STATUSES)
+    return clirun.run(PROG, _VERBS, COMMAND.parser, args_list, _STATUSES, extras=_EXTRAS)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ and is the one place where exceptions become exit statuses. The convention:
   1  well-formed input that does not verify (:class:`tlog.errors.VerificationError`)
   2  unusable input or usage: malformed data, bad arguments, an unreadable file
      (:class:`tlog.errors.TlogError`, :class:`UnicodeDecodeError`, :class:`OSError`, argparse
-     errors); also a closed standard output (:class:`BrokenPipeError`), which prints nothing
+     errors); also a closed standard output (:class:`BrokenPipeError`), which prints nothing;
+     and a verb that needs an extra that is not installed (:mod:`tlog.extras`: a
+     :class:`ModuleNotFoundError` for one of its modules), which names the extra to install
   3  refused by the store's rules (``tlog-store`` only)
   4  backend trouble: the database or the network failed (``tlog-store``, ``tlog-witness``)
 130  interrupted by SIGINT, the shell's 128 + 2 (``tlog-witness``, ``tlog-verify``)
@@ -18,7 +20,9 @@ and is the one place where exceptions become exit statuses. The convention:
 
 Statuses 0 to 2 are common to every command. A command states the others, and any exception
 it maps differently, in its own table of :class:`Exit` rules, which :func:`run` checks in order
-before the common rules. Every failure prints exactly one line on standard error,
+before the common rules; and the extras its verbs may need (``extras``, in the order in which
+a missing module names them). A ModuleNotFoundError for any other module is a broken install
+and surfaces with its traceback. Every failure prints exactly one line on standard error,
 ``PROG: VERB: MESSAGE`` (``PROG: MESSAGE`` before a verb is known), with CR and LF escaped as
 ``\\r`` and ``\\n`` and encoded as UTF-8 with backslash escapes for what does not encode.
 ``--help`` exits 0 through SystemExit, as argparse does. Any other exception is a bug and is
@@ -41,6 +45,7 @@ from typing import Any, NoReturn
 
 from tlog.encoding import parse_decimal
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
+from tlog.extras import missing_extra
 
 EXIT_OK = 0
 EXIT_UNVERIFIED = 1
@@ -121,7 +126,8 @@ class Command:
     """A command: its verbs and how its own exceptions map to exit statuses.
 
     ``common(parser, verb)``, when given, adds the options every verb of the command shares
-    (after the verb's own). ``call`` runs the parsed arguments (see :func:`run`).
+    (after the verb's own). ``call`` runs the parsed arguments (see :func:`run`). ``extras``
+    are the extras of :mod:`tlog.extras` its verbs may need (see :func:`run`).
     """
 
     prog: str
@@ -131,6 +137,7 @@ class Command:
     statuses: tuple[Exit, ...] = ()
     common: Callable[[argparse.ArgumentParser, Verb], None] | None = None
     call: Callable[[argparse.Namespace], int] | None = None
+    extras: tuple[str, ...] = ()
 
     @property
     def verb_names(self) -> tuple[str, ...]:
@@ -156,9 +163,8 @@ class Command:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Run the command with ``argv`` (default: ``sys.argv[1:]``); return its exit status."""
-        if self.call is None:
-            return run(self.prog, self.verb_names, self.parser, argv, self.statuses)
-        return run(self.prog, self.verb_names, self.parser, argv, self.statuses, self.call)
+        call = _run_verb if self.call is None else self.call
+        return run(self.prog, self.verb_names, self.parser, argv, self.statuses, call, self.extras)
 
 
 def utf8_arg(text: str, what: str, error: type[TlogError] = MalformedError) -> str:
@@ -244,13 +250,15 @@ def run(
     argv: Sequence[str] | None,
     statuses: Sequence[Exit] = (),
     call: Callable[[argparse.Namespace], int] = _run_verb,
+    extras: Sequence[str] = (),
 ) -> int:
     """Run command ``prog`` with ``argv`` (default: ``sys.argv[1:]``); return its exit status.
 
     ``verbs`` names the verbs, so that an error of the argument parser still names the verb;
     ``call`` runs the parsed arguments (by default ``args.func(args)``, which returns the
     status). An exception is matched against ``statuses`` in order, then against the common
-    rules of the module docstring.
+    rules of the module docstring; a ModuleNotFoundError, against ``extras``
+    (:func:`report_missing_extra`).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     # Options may come before the verb (tlog-store --db PATH VERB): the first verb name is the
@@ -282,3 +290,21 @@ def run(
     except (TlogError, UnicodeDecodeError) as e:
         write_error(prog, verb, str(e))
         return EXIT_BAD_INPUT
+    except ModuleNotFoundError as e:
+        return report_missing_extra(prog, verb, e, extras)
+
+
+def report_missing_extra(
+    prog: str, verb: str | None, error: ModuleNotFoundError, extras: Sequence[str]
+) -> int:
+    """Print which extra ``error``'s module comes with (:func:`tlog.extras.missing_extra`) and
+    return the status, 2; re-raise ``error`` when it is none of ``extras``' modules (a bug).
+
+    For a command's code outside :func:`run` (``tlog-witness conformance``, which has its own
+    parser); :func:`run` calls it for its commands.
+    """
+    message = missing_extra(error, extras)
+    if message is None:
+        raise error
+    write_error(prog, verb, message)
+    return EXIT_BAD_INPUT
