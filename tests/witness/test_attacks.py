@@ -478,18 +478,25 @@ def test_per_address_cap_answers_429(target: Target) -> None:
     with held([s for s in (connect(t.port, ATTACKERS[0]) for _ in range(per + 20)) if s]) as socks:
         answers: dict[int, bytes] = {}
 
+        too_many = b"HTTP/1.1 429 Too Many Requests\r\n"
+
         def refused() -> bool:
             for i, s in enumerate(socks):
                 if i not in answers and (d := drain(s)) is not None:
                     answers[i] = d
-            return len(answers) >= 20
+            return sum(d.startswith(too_many) for d in answers.values()) >= 20
 
-        # Each process has its own cap: at least the 20 past the cap of both are refused.
-        assert wait_until(refused, 5), f"{len(answers)} refused"
-        refused_ = list(answers.values())
-        assert all(d.startswith(b"HTTP/1.1 429 Too Many Requests\r\n") for d in refused_), refused_[
-            :2
+        # Each process has its own cap: at least the 20 past the cap of both are refused. A
+        # connection let in may meanwhile be closed for idling (idle_timeout is 2 s, and opening
+        # 420 connections on a loaded machine can take longer): 408 or a plain close, nothing
+        # else.
+        assert wait_until(refused, 5), f"{len(answers)} answered"
+        others = [
+            d
+            for d in answers.values()
+            if d and not d.startswith((too_many, b"HTTP/1.1 408 Request Timeout\r\n"))
         ]
+        assert not others, others[:2]
         assert_prompt(legit_latency(t))
     no_5xx(t)
 
