@@ -83,8 +83,8 @@ from store.schema import (
     OWNER,
     SCHEMA_VERSION,
     JournalSession,
-    read_meta,
     schema,
+    upgrade,
 )
 from store.writes import JournalWrites
 from tlog.errors import MalformedError, UsageError
@@ -131,7 +131,7 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
                 " VALUES (1, ?, ?, ?) ON CONFLICT (singleton) DO NOTHING",
                 (SCHEMA_VERSION, origin, vkey),
             )
-            base, stored_vkey = read_meta(tx)
+            base, stored_vkey = upgrade(tx)  # a store of an older version is upgraded
             if base != origin:
                 raise UsageError(f"the store was initialised with the origin {base!r}")
             try:
