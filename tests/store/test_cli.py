@@ -749,6 +749,39 @@ def test_append_refusals_exit_3(db: str) -> None:
     assert "is sealed" in fails(["append", "r", "--db", db, "--epoch", str(e), "--kind", "K"], 3)
 
 
+def test_fencing_is_for_leased_runs_as_the_help_says(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for verb in ("append", "seal"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--epoch E the run's lease epoch, when it has a lease (a run never leased" in text
+        if verb == "append":
+            assert (
+                "When RUN has a lease (live, lapsed or released: the store keeps its epoch), EPOCH"
+                " must equal its epoch, else exit 3 (fenced). A run never leased is not fenced: it"
+                " takes any epoch, even one below its last record's"
+            ) in text
+    # A run never leased: any epoch, going backwards too, for append and seal.
+    append(db, "free", 5)
+    append(db, "free", 2)
+    ok(["seal", "free", "--db", db, "--epoch", "1", "--outcome", "ok"])
+    lines = ok(["read", "free", "--db", db]).splitlines()
+    assert [json.loads(line.split(b" ", 2)[2])["epoch"] for line in lines] == [5, 2, 1]
+    # A leased run: exactly its epoch, while live and after a release.
+    e = acquire(db, "held")
+    for step in ("live", "released"):
+        if step == "released":
+            ok(["release", "held", "--db", db, "--epoch", str(e)])
+        for wrong in (e + 1, e + 7):
+            err = fails(["append", "held", "--db", db, "--epoch", str(wrong), "--kind", "K"], 3)
+            assert f"epoch {wrong} is fenced, the lease epoch is {e}" in err
+            seal = ["seal", "held", "--db", db, "--epoch", str(wrong), "--outcome", "ok"]
+            assert "is fenced" in fails(seal, 3)
+        append(db, "held", e)
+
+
 # --- seal, head, read, verify --------------------------------------------------------------------
 
 
