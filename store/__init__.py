@@ -17,7 +17,7 @@ open_store, Append``); each name lives in one module, which documents it:
   checked across pages), :func:`verify_run` and :func:`verify_runs` (chains, heads, seals and
   their leaves in the log, as :class:`RunCheck`), :func:`all_runs`;
 * proving a run — :mod:`store.prove`: :func:`prove_run`, the C2SP tlog-proof@v1 of a sealed
-  run (:class:`NotSealedError` for one that is not);
+  run (:class:`NotSealedError`, of :mod:`store.errors`, for one that is not);
 * checkpoints and witnesses — :mod:`store.publish`: :func:`publish_to_witnesses` (sign the
   current checkpoint, have witnesses cosign it over C2SP tlog-witness, keep the cosignatures:
   a :class:`Publication`) with :func:`witness_clients`, and :func:`published_checkpoints` /
@@ -28,8 +28,9 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`RestoreError`);
 * errors — they live in two modules, and both sets are exported here. :mod:`store.errors` holds
   the store's own, under :class:`StoreError`: :class:`FencedError`, :class:`LeaseHeldError`,
-  :class:`LeaseNotHeldError`, :class:`DuplicateEffectError`, :class:`RunSealedError` (refused
-  by the store's rules), :class:`CorruptError` (stored data does not verify),
+  :class:`LeaseNotHeldError`, :class:`DuplicateEffectError`, :class:`RunSealedError` and its
+  kind :class:`SealConflictError` (refused by the store's rules), :class:`NotSealedError` (a
+  proof of a run not in the log), :class:`CorruptError` (stored data does not verify),
   :class:`CommitUnknownError` and :class:`BackendError` (the database failed). StoreError is a
   :class:`TlogError`, the root of :mod:`tlog.errors`, whose classes the store raises too:
   :class:`MalformedError` and :class:`UsageError` (bad input or arguments),
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from store.errors import LeaseHeldError as LeaseHeldError
     from store.errors import LeaseNotHeldError as LeaseNotHeldError
     from store.errors import RunSealedError as RunSealedError
+    from store.errors import SealConflictError as SealConflictError
     from store.errors import StoreError as StoreError
     from store.export import RestoreError as RestoreError
     from store.export import RestoreSummary as RestoreSummary
@@ -119,6 +121,7 @@ _MODULE_OF = {
     "RunCheck": "store.verify",
     "RunSealedError": "store.errors",
     "Seal": "store.api",
+    "SealConflictError": "store.errors",
     "StoreError": "store.errors",
     "TlogError": "tlog.errors",
     "UsageError": "tlog.errors",
@@ -167,6 +170,7 @@ __all__ = [
     "RunCheck",
     "RunSealedError",
     "Seal",
+    "SealConflictError",
     "StoreError",
     "TlogError",
     "UsageError",

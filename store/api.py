@@ -17,16 +17,23 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   records carry. ``renew`` extends only the exact live (owner, epoch) and keeps the epoch.
   ``release`` marks the lease expired, keeps its epoch, is idempotent and never an error. A
   lease is expired when ``expires_at <= now``. TTLs are whole seconds >= 1. ``append`` and
-  ``seal`` require the caller's epoch to *equal* the lease epoch (stale and future epochs are
-  both fenced); a run with no lease row at all accepts any epoch (the restore path).
+  ``seal`` of a run that has a lease row (live, expired or released: the row keeps the epoch)
+  require the caller's epoch to *equal* its epoch (stale and future epochs are both fenced:
+  :class:`~store.errors.FencedError`). A run that was never leased has no lease row and
+  nothing to fence against: it accepts any epoch, even one lower than its last record's. That
+  is the restore path, which replays every record under its own epoch (an export carries no
+  leases); a writer that wants fencing acquires the run first, and the first ``acquire`` of a
+  run starts above every epoch its records carry.
 * **Exactly-once**: a second ``EffectStarted`` record for one (run, effect key) is refused by a
   unique key: :class:`~store.errors.DuplicateEffectError`.
 * **Seal** appends the run's *seal record* (kind ``RunSealed``, ``data`` ``{"outcome": …}``,
   :func:`tlog.journal.seal_body`), freezes the run, and appends its head — the seal record's
   hash, which covers the outcome — to the tenant's log at the next position (dense, from 0,
-  never reused). First seal wins; a re-seal changes nothing and returns the same head; later
-  appends are refused (:class:`~store.errors.RunSealedError`, after the fence check). An empty
-  run cannot be sealed. ``append`` refuses the reserved kind ``RunSealed``.
+  never reused). First seal wins and a re-seal changes nothing: with the sealed outcome it is
+  idempotent (it returns the seal, flagged :attr:`Seal.already`), with another outcome it is
+  refused (:class:`~store.errors.SealConflictError`); later appends are refused
+  (:class:`~store.errors.RunSealedError`, after the fence check). An empty run cannot be
+  sealed. ``append`` refuses the reserved kind ``RunSealed``.
 * **Merkle log**: the RFC 6962 stored hashes (:mod:`tlog.merkle`) are written in the seal's
   transaction, so a checkpoint or a proof costs O(log n) reads, taken in one snapshot.
 * **Outcome index**: derived by ``append`` from ``RunConcluded`` records (``data.outcome``); the
@@ -36,6 +43,11 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   exported checkpoint note as is, once the rebuilt log gives its text.
 * **Kept checkpoints** hold only lines an export can carry: ``add_cosignatures`` verifies every
   cosignature it keeps against the witness keys its caller declares.
+* **Remembered witness keys**: ``add_cosignatures`` remembers, in the transaction that keeps
+  it, the key of every witness line the kept note holds, and a restore remembers the export's
+  declared witness keys (``remember_witness_keys``); an export declares every remembered key
+  (``remembered_witness_keys``), so it needs no witness key from its caller. At most one key
+  per (key name, key ID), never the log's; a remembered key is never forgotten.
 * **Cancellation requests** are unfenced; the first asker wins.
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
@@ -46,7 +58,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from store.errors import CorruptError
@@ -103,12 +115,18 @@ class Lease:
 
 @dataclass(frozen=True)
 class Seal:
-    """A sealed run: its log position, head (the leaf value) and outcome."""
+    """A sealed run: its log position, head (the leaf value) and outcome.
+
+    ``already`` is True on the value :meth:`JournalStore.seal` returns when the run was sealed
+    before that call (with the same outcome: the call wrote nothing); False everywhere else. It
+    takes no part in equality: the seal is the same.
+    """
 
     run: str
     position: int
     head: bytes
     outcome: str
+    already: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -170,6 +188,8 @@ class JournalStore(abc.ABC):
     ) -> list[Record]:
         """Append a batch of records to one run, atomically, under the caller's epoch.
 
+        When the run has a lease row, ``epoch`` must equal its epoch (FencedError otherwise); a
+        run never leased is not fenced (see the module docstring: the restore path).
         ``signatures`` is for the restore path: when given (one per record), record ``i``
         carries ``signatures[i]`` (None: no signature) instead of being signed by the handle's
         record signer. The store checks their shape, not their validity: the caller (restore)
@@ -235,7 +255,13 @@ class JournalStore(abc.ABC):
         signatures: Sequence[RecordSignature | None] | None = None,
     ) -> Seal:
         """Append the run's seal record naming ``outcome``, freeze the run and enter its head
-        (the seal record's hash) into the tenant's log (first seal wins).
+        (the seal record's hash) into the tenant's log; return the seal.
+
+        Fenced as :meth:`append` is, a re-seal too. First seal wins: sealing a sealed run again
+        with its outcome writes nothing and returns its seal with ``already=True`` (so a retry
+        after :class:`~store.errors.CommitUnknownError` is safe); with another outcome it is
+        refused with :class:`~store.errors.SealConflictError` (a RunSealedError), which names
+        both.
 
         ``signatures`` is for the restore path: one entry, the seal record's exported signature
         (None: unsigned), carried instead of the handle's record signer's (see :meth:`append`).
@@ -265,9 +291,14 @@ class JournalStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion | None:
-        """The sealed run's position and RFC 6962 path at ``size`` (default: now); None if
-        the run is not sealed (or not yet in the log at ``size``)."""
+    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion:
+        """The sealed run's position and RFC 6962 path at ``size`` (default: now).
+
+        A run that is not in the tree of that size raises :class:`~store.errors.NotSealedError`
+        saying why (``reason``): it has no records (``"unknown"``), it is not sealed yet
+        (``"unsealed"``), or it was sealed at a position the tree of ``size`` does not reach
+        yet (``"beyond"``). ``size`` beyond the log is a UsageError.
+        """
 
     # --- published checkpoints -------------------------------------------------------------
 
@@ -282,7 +313,9 @@ class JournalStore(abc.ABC):
         The note's text must be that of a checkpoint this store signed. Every line to keep that
         is not the log's must be from one of ``witness_keys`` (vkeys of type 0x04 or 0x06; 0x01
         is read as 0x04) and verify: a line that does not verify, or of any other key, is
-        refused and nothing is kept. Returns the merged note as kept.
+        refused and nothing is kept. The key of every witness line the merged note holds is
+        remembered (:meth:`remembered_witness_keys`), in the same transaction. Returns the
+        merged note as kept.
         """
 
     @abc.abstractmethod
@@ -299,6 +332,22 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def published(self) -> list[bytes]:
         """Every kept checkpoint note, by increasing size."""
+
+    @abc.abstractmethod
+    def remembered_witness_keys(self) -> list[str]:
+        """The witness vkeys this tenant remembers (see the module docstring), canonical
+        (type 0x04 or 0x06, :func:`tlog.keys.format_vkey`), by key name and key ID."""
+
+    @abc.abstractmethod
+    def remember_witness_keys(self, vkeys: Sequence[str]) -> None:
+        """Remember ``vkeys`` as witness keys of this tenant (restore does, with the export's).
+
+        Each is read as :meth:`add_cosignatures` reads witness keys (0x04 or 0x06; a 0x01 vkey
+        is remembered in its 0x04 form). A malformed key, a key with the log key's name and key
+        ID, and a key whose name and key ID are those of another key given or remembered, are
+        refused (UsageError), and nothing is remembered then. A key remembered already changes
+        nothing.
+        """
 
     # --- indexes ---------------------------------------------------------------------------
 

@@ -580,9 +580,11 @@ _STATUSES = (
     ),
 )
 """How ``tlog-store``'s own exceptions map to exit statuses, checked in this order before the
-common rules of :mod:`tlog.cli.run` (which give 1 to any other VerificationError — among them
-RestoreError and NotSealedError — and 2 to MalformedError, UsageError, OSError, UnicodeDecodeError
-and argparse errors). The one statement of the mapping; ``tlog-store --help`` tells users."""
+common rules of :mod:`tlog.cli.run` (which give 2 to MalformedError, UsageError, OSError,
+UnicodeDecodeError and argparse errors). Every VerificationError gives 1 — among them
+RestoreError and NotSealedError (``prove`` of a run not in the log); SealConflictError (a seal
+with another outcome than the run's) is a RunSealedError and gives 3. The one statement of the
+mapping; ``tlog-store --help`` tells users."""
 
 
 @dataclasses.dataclass(frozen=True)

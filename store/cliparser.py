@@ -259,8 +259,11 @@ def release_args(p: argparse.ArgumentParser) -> None:
     _run_epoch(p, "the lease's epoch")
 
 
+FENCE_HELP = "the run's lease epoch, when it has a lease (a run never leased takes any)"
+
+
 def append_args(p: argparse.ArgumentParser) -> None:
-    _run_epoch(p, "the caller's lease epoch")
+    _run_epoch(p, FENCE_HELP)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--kind", metavar="K", help="the record's kind (one record)")
     what.add_argument("--batch", metavar="FILE", help="JSON Lines batch file, or - for stdin")
@@ -270,7 +273,7 @@ def append_args(p: argparse.ArgumentParser) -> None:
 
 
 def seal_args(p: argparse.ArgumentParser) -> None:
-    _run_epoch(p, "the caller's lease epoch")
+    _run_epoch(p, FENCE_HELP)
     p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
 
 
@@ -322,7 +325,7 @@ def export_args(p: argparse.ArgumentParser) -> None:
         p,
         "--witness-key",
         "VKEY",
-        "a witness whose cosignatures the kept checkpoints carry (repeatable)",
+        "one more witness to declare; the store declares those it kept lines of (repeatable)",
     )
     _repeated(p, "--witness-keys", "FILE", "witness vkeys, one per line (repeatable)")
     _repeated(p, "--record-key", "VKEY", "an Ed25519 key that signed records (repeatable)")
@@ -360,7 +363,7 @@ exit status:
      cosignature being published does not verify, or 'prove' of a run that is not sealed
   2  unusable input or usage: malformed data, bad arguments, unreadable file
   3  refused by the store's rules: fenced epoch, lease held or not held, effect already
-     started, run sealed
+     started, run sealed (or sealed with another outcome)
   4  backend trouble: the database failed (nothing written), or the connection failed
      during commit (the write may or may not have been written: read back before retrying)
 Every failure prints one line on standard error: 'tlog-store: VERB: message'.
@@ -427,7 +430,11 @@ examples:
 """
 
 APPEND = """\
-Appends records to RUN under EPOCH (which must equal the run's lease epoch, else exit 3).
+Appends records to RUN under EPOCH. When RUN has a lease (live, lapsed or released: the store
+keeps its epoch), EPOCH must equal its epoch, else exit 3 (fenced). A run never leased is not
+fenced: it takes any epoch, even one below its last record's -- that is how 'restore' replays
+each record under its own epoch, an export carrying no leases. To be fenced, acquire the run
+first: its first epoch is above every epoch its records carry.
 One record from the flags: --kind K (a letter, then [A-Za-z0-9_.-]), --data JSON (any JSON
 value but null -- leave --data out for a record without data --: no floats, no repeated keys,
 integers within +-(2^53-1), at most 64 levels deep), --case C, --effect-key K. Or a
@@ -454,10 +461,12 @@ SEAL = """\
 Appends RUN's seal record (kind RunSealed, data {"outcome": OUTCOME}, under EPOCH, signed like
 any record when the store signs records), freezes RUN, and enters its head -- the seal
 record's hash, which covers the outcome -- into the tenant's Merkle log as the leaf
-SHA-256(0x00 || head), at the next log position. The first seal wins: sealing again changes
-nothing and prints the same head. Later appends are refused (exit 3), and no append may use the
+SHA-256(0x00 || head), at the next log position. EPOCH is fenced as for 'append' (a re-seal
+too). The first seal wins: sealing again with the same OUTCOME changes nothing and prints the
+same position and head (--json: "already": true), so a retry is safe; with another OUTCOME it is
+refused (exit 3), naming both. Later appends are refused (exit 3), and no append may use the
 kind RunSealed (exit 2). OUTCOME is a letter, then up to 63 of [A-Za-z0-9_.-] (as a record
-kind). Prints 'position N' and 'head HASH' (--json: run, position, head, outcome).
+kind). Prints 'position N' and 'head HASH' (--json: run, position, head, outcome, already).
 
 examples:
   tlog-store seal run-1 --epoch "$EPOCH" --outcome ok
@@ -520,6 +529,9 @@ that does not verify is refused (exit 1), a line of an undeclared key or a plain
 signature -- which no export could carry -- is refused (exit 2); nothing is kept then. Lines
 already kept need no key.
 
+Either way the store remembers the key of every witness whose line the kept checkpoint holds,
+so that 'export' declares it without being told.
+
 With --witness URL=VKEY (repeatable): signs the current checkpoint with the log key (as
 'checkpoint' does) and submits it to every witness in parallel over C2SP tlog-witness
 (URL is the witness's submission prefix, without '='; VKEY its cosignature key, type 0x04 or
@@ -580,14 +592,16 @@ exactly as stored -- in the tlog-toolkit export format (docs/export-format.md) t
 complete; a failed export leaves no file (on standard output, whatever was written before the
 failure is a partial export: discard it).
 
-The export declares the keys its signatures need: every witness whose cosignature a kept
-checkpoint carries (--witness-key VKEY, or --witness-keys FILE with one vkey per line; a type
-0x01 vkey is read as its cosignature/v1 form) and every key that signed records
-(--record-key). An undeclared signer is refused (exit 2), naming the key.
+The export declares the keys its signatures need. Witnesses: the store remembers every witness
+whose cosignature it kept ('publish') or that a restored export declared, and declares them
+all; --witness-key VKEY (or --witness-keys FILE, one vkey per line; a type 0x01 vkey is read as
+its cosignature/v1 form) declares more -- needed only for lines a store kept before it
+remembered witness keys (a store created before schema version 3). Records: every key that
+signed records (--record-key). An undeclared signer is refused (exit 2), naming the key.
 
 examples:
   tlog-store export --out journal.export
-  tlog-store export --witness-keys witnesses.vkeys | gzip > journal.export.gz
+  tlog-store export | gzip > journal.export.gz
 """
 
 RESTORE = """\
@@ -599,10 +613,11 @@ Replays an export FILE into this tenant of an initialised, EMPTY store (no runs,
 kept checkpoints; else exit 2). Pass 1 verifies the whole file against the store's own log key
 -- every hash, link, signature, position and checkpoint root -- and writes nothing when it does
 not verify (exit 1, naming the line). Pass 2 appends the records and seals the runs through the
-store's own rules, keeps every exported checkpoint as it is, and checks that the store rebuilt
-exactly the export; a failure there (exit 1, naming the line, run and record) leaves the target
-partially written: discard it. The target has the same origin and log key as the source;
-exporting the restored store gives the same file byte for byte.
+store's own rules, keeps every exported checkpoint as it is, remembers the witness keys the
+export declares, and checks that the store rebuilt exactly the export; a failure there (exit 1,
+naming the line, run and record) leaves the target partially written: discard it. The target
+has the same origin and log key as the source; exporting the restored store (no flags) gives
+the same file byte for byte.
 
 --record-key narrows the trusted record keys (default: those the export declares);
 --require-record-signatures refuses unsigned records. Prints the summary, one 'name value'

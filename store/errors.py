@@ -18,6 +18,11 @@ classes in :mod:`store.cli` only. The two failures of the database are the stora
  DuplicateEffectError   a second ``EffectStarted`` for one (run, effect key): the effect
                         already started; exactly-once is holding
  RunSealedError         an append to a sealed run, even under the current epoch
+ SealConflictError      a seal of a sealed run with another outcome (a RunSealedError): the
+                        first seal stands; a re-seal with its outcome is not an error
+ NotSealedError         an inclusion proof (or a tlog-proof) of a run that is not in the log:
+                        unknown (no records), not sealed yet, or sealed beyond the tree
+                        asked for (also a VerificationError: nothing proves it is there)
  CorruptError           stored data does not verify (a hash that does not cover its body, a
                         broken link, a gap, a stored value of the wrong shape)
  CommitUnknownError     the connection failed after COMMIT was sent: the write may or may
@@ -31,8 +36,10 @@ Malformed arguments (a bad run ID, a batch spanning two runs, a sub-second TTL) 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from store import db
-from tlog.errors import TlogError
+from tlog.errors import TlogError, VerificationError
 
 
 class StoreError(TlogError):
@@ -82,12 +89,61 @@ class DuplicateEffectError(StoreError):
 
 
 class RunSealedError(StoreError):
-    """An append to a sealed run."""
+    """An append to a sealed run (and, as :class:`SealConflictError`, a conflicting seal)."""
 
     def __init__(self, run: str, outcome: str) -> None:
         super().__init__(f"run {run} is sealed ({outcome}); it takes no more records")
         self.run = run
         self.outcome = outcome
+
+
+class SealConflictError(RunSealedError):
+    """A seal of a sealed run with another outcome: the first seal stands (``outcome``)."""
+
+    def __init__(self, run: str, outcome: str, requested: str) -> None:
+        StoreError.__init__(
+            self,
+            f"run {run} is sealed ({outcome}); the first seal stands, it cannot be sealed again"
+            f" as {requested}",
+        )
+        self.run = run
+        self.outcome = outcome
+        self.requested = requested
+
+
+NotSealedReason = Literal["unknown", "unsealed", "beyond"]
+"""Why a run is not in the log: no records; records but no seal; sealed at a position the tree
+asked for does not reach."""
+
+
+class NotSealedError(StoreError, VerificationError):
+    """A run is not in the log (at the size asked for), so nothing proves that it is there.
+
+    ``reason`` says why (:data:`NotSealedReason`); ``position`` and ``size`` are the seal's log
+    position and the tree size asked for when the reason is ``"beyond"`` (None otherwise).
+    """
+
+    def __init__(
+        self,
+        run: str,
+        reason: NotSealedReason,
+        position: int | None = None,
+        size: int | None = None,
+    ) -> None:
+        if reason == "unknown":
+            message = f"run {run} is not sealed: it has no records (an unknown run)"
+        elif reason == "unsealed":
+            message = f"run {run} is not sealed yet"
+        else:
+            message = (
+                f"run {run} is sealed at log position {position}, which the tree of size {size}"
+                " does not reach yet"
+            )
+        super().__init__(message + ("" if reason == "beyond" else ", so it is not in the log"))
+        self.run = run
+        self.reason = reason
+        self.position = position
+        self.size = size
 
 
 class CorruptError(StoreError):
@@ -117,6 +173,9 @@ __all__ = [
     "FencedError",
     "LeaseHeldError",
     "LeaseNotHeldError",
+    "NotSealedError",
+    "NotSealedReason",
     "RunSealedError",
+    "SealConflictError",
     "StoreError",
 ]

@@ -6,7 +6,10 @@ export, restoring one"). This module connects it to a :class:`~store.api.Journal
 Export (:func:`export_store`) streams one tenant, in the format's canonical order:
 
 1. the header: ``origin`` = :attr:`JournalStore.origin`, ``log-key`` =
-   :attr:`JournalStore.log_vkey`, then the record and witness keys the caller declares;
+   :attr:`JournalStore.log_vkey`, then the record keys the caller declares and the witness
+   keys: those the store remembers (:meth:`JournalStore.remembered_witness_keys`: every
+   witness whose cosignature it kept, and those a restore declared) and those the caller
+   declares;
 2. every kept checkpoint (:meth:`JournalStore.published`), as kept;
 3. every sealed run by log position (:meth:`JournalStore.seals`, paged), each with its records
    (:meth:`JournalStore.read_page`, paged);
@@ -20,7 +23,9 @@ many transactions: on a store that is being written it is a view in which every 
 prefix of what the store holds and the log is a prefix of the store's log (a run sealed after
 the sealed runs were listed is written as unsealed, with the records it had before its seal
 record). Keys: every
-signature line of a kept checkpoint must be from the log key or a declared witness key, and
+signature line of a kept checkpoint must be from the log key or a declared (or remembered)
+witness key — a store of schema version 2 kept lines before it remembered keys, and a line of
+those is declared by the caller, or remembered when merged again — and
 every record signature from a declared record key (the format refuses anything else): an
 undeclared key is a :class:`~tlog.errors.UsageError` naming it, raised before anything is
 written for checkpoints, and when the record is reached for records. A witness vkey of type
@@ -34,6 +39,10 @@ has no runs and no kept checkpoints (:class:`~tlog.errors.UsageError` otherwise)
   log key as the trusted one: an export of another log (another key, origin or tenant) is
   refused at its ``log-key`` line. Record and witness keys are the header's (``record_keys``
   narrows the trusted record keys). Nothing is written unless the whole file verifies.
+* Then the header's witness keys are remembered
+  (:meth:`JournalStore.remember_witness_keys`, one transaction), so that the restored store
+  exports them as the source did: export → restore → export is byte-identical without
+  declaring a witness key on either side.
 * **Pass 2** reads the file again through :class:`tlog.export.ExportVerifier` (each item is
   verified again before it is used) and, for each run in file order, appends its records
   through :meth:`JournalStore.append` under each record's own epoch, in batches of
@@ -148,11 +157,16 @@ def _key_of(v: Verifier) -> tuple[str, int]:
 
 
 def _check_keys(
-    log_vkey: str, witness_keys: Sequence[str], record_keys: Sequence[str]
+    log_vkey: str,
+    witness_keys: Sequence[str],
+    record_keys: Sequence[str],
+    remembered: Sequence[str] = (),
 ) -> tuple[dict[str, Verifier], dict[str, Verifier]]:
-    """The declared witness and record keys, canonical, checked as the header requires."""
+    """The declared witness keys (with the ``remembered`` ones) and record keys, canonical,
+    checked as the header requires."""
     # cosigner_from_vkey gives 0x04 or 0x06 only (a 0x01 vkey becomes its 0x04 form).
-    witnesses = declared_keys(witness_keys, "witness", cosigner_from_vkey)
+    given = declared_keys(witness_keys, "witness", cosigner_from_vkey)
+    witnesses = declared_keys([*remembered, *given], "witness", cosigner_from_vkey)
     log = _key_of(parse_vkey(log_vkey))
     for text, v in witnesses.items():
         if _key_of(v) == log:
@@ -176,12 +190,13 @@ def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]]) -> None:
             if (s.name, s.key_id) not in allowed:
                 raise UsageError(
                     f"the kept checkpoint of size {size} carries a signature line of "
-                    f"{s.name}+{s.key_id:08x}, which is neither the log key nor a declared "
-                    "witness key (the export format refuses lines of undeclared keys rather "
-                    "than drop them): if it is a witness's cosignature, declare its vkey "
-                    "(tlog-store export --witness-key VKEY, or witness_keys= in Python); "
-                    "a plain Ed25519 (type 0x01) line, "
-                    "which no export can carry, was kept by a store older than its check"
+                    f"{s.name}+{s.key_id:08x}, which is neither the log key nor a remembered "
+                    "or declared witness key (the export format refuses lines of undeclared "
+                    "keys rather than drop them): if it is a witness's cosignature, kept before "
+                    "the store remembered witness keys, declare its vkey (tlog-store export "
+                    "--witness-key VKEY, or witness_keys= in Python); a plain Ed25519 (type "
+                    "0x01) line, which no export can carry, was kept by a store older than its "
+                    "check"
                 )
 
 
@@ -260,9 +275,12 @@ def export_store(
 ) -> bytes:
     """Stream an export of ``store``'s tenant to ``out``; return its digest (the end line's).
 
-    ``witness_keys``: the vkeys of every witness whose cosignature lines the kept checkpoints
-    carry (0x04 or 0x06; a 0x01 vkey is read as its 0x04 form). ``record_keys``: the Ed25519
-    vkeys of every key that signed records. Declared keys may sign nothing.
+    The header declares the witness keys the store remembers and ``witness_keys``: vkeys of
+    witnesses whose cosignature lines the kept checkpoints carry and the store does not
+    remember (0x04 or 0x06; a 0x01 vkey is read as its 0x04 form; a store remembers the key of
+    every line it kept since schema version 3), or any other witness to declare.
+    ``record_keys``: the Ed25519 vkeys of every key that signed records. Declared keys may sign
+    nothing.
 
     Raises :class:`~tlog.errors.UsageError` for a malformed key, a kept checkpoint line of an
     undeclared key (before writing anything) or a record signed by an undeclared key;
@@ -273,7 +291,8 @@ def export_store(
     """
     origin = store.origin
     log_vkey = store.log_vkey
-    witnesses, records = _check_keys(log_vkey, witness_keys, record_keys)
+    remembered = store.remembered_witness_keys()
+    witnesses, records = _check_keys(log_vkey, witness_keys, record_keys, remembered)
     log = parse_vkey(log_vkey)
     notes = store.published()
     _check_notes(notes, {_key_of(log)} | {_key_of(v) for v in witnesses.values()})
@@ -558,6 +577,7 @@ def restore_store(
             require_record_signatures=require_record_signatures,
         )
     _require_empty(store)  # still: nothing may have been written meanwhile
+    store.remember_witness_keys(first.header.witness_keys)
     verifier = ExportVerifier(log_key, trusted, require_record_signatures)
     with open(path, "rb") as f:
         end, root = _replay(store, f, verifier, store.origin)

@@ -5,6 +5,14 @@ signs with its key (:meth:`CheckpointNotes.sign_checkpoint`); witnesses' cosigna
 are merged in (:meth:`CheckpointNotes.add_cosignatures`) only from keys the caller declares
 and only when they verify, so that a kept note holds only lines an export can carry; restore
 brings notes back as they were (:meth:`CheckpointNotes.import_checkpoint`).
+
+The witness keys of the kept lines are remembered (table ``witness_key``,
+:mod:`store.schema`): ``add_cosignatures`` remembers, in its transaction, every declared key
+that has a line in the merged note (a line kept by an earlier call counts when it verifies under
+the key declared now, so that merging again teaches a store from before the table the keys of
+its old lines); restore remembers the export's declared keys
+(:meth:`CheckpointNotes.remember_witness_keys`); an export declares every remembered key
+(:meth:`CheckpointNotes.remembered_witness_keys`).
 """
 
 from __future__ import annotations
@@ -14,11 +22,11 @@ from collections.abc import Sequence
 from store.api import declared_keys
 from store.db import Tx
 from store.errors import CorruptError
-from store.schema import stored_note
+from store.schema import stored_int, stored_note, stored_text
 from store.sqlcore import SQLCore
 from tlog import merkle
 from tlog.checkpoint import Checkpoint
-from tlog.errors import InvalidSignatureError, UsageError
+from tlog.errors import InvalidSignatureError, MalformedError, UsageError
 from tlog.keys import cosigner_from_vkey, format_vkey, parse_vkey
 from tlog.note import (
     MAX_SIGNATURES,
@@ -159,6 +167,17 @@ class CheckpointNotes(SQLCore):
                 if (s.name, s.key_id) not in have:
                     have.add((s.name, s.key_id))
                     extra.append(s)
+            # The witnesses of the merged note's lines: the new lines verified above, a kept
+            # line when it verifies under the key declared now.
+            signed = [
+                w
+                for s in [*kept_sigs, *extra]
+                if (w := witnesses.get((s.name, s.key_id))) is not None
+                and (s.name, s.key_id) != (log.name, log.key_id)
+                and (s in extra or w.verify(text, s.sig))
+            ]
+            if signed:
+                self._remember(tx, signed)
             if not extra:
                 return kept
             if len(kept_sigs) + len(extra) > MAX_SIGNATURES:
@@ -235,6 +254,69 @@ class CheckpointNotes(SQLCore):
                 raise UsageError(f"another note of size {cp.size} is kept already")
 
         self._write(work)
+
+    # --- remembered witness keys --------------------------------------------------------------
+
+    def _remember(self, tx: Tx, witnesses: Sequence[Verifier]) -> None:
+        """Remember each of ``witnesses`` (cosignature verifiers); UsageError when one has the
+        (key name, key ID) of another key remembered already."""
+        now = self._now(tx)
+        for v in witnesses:
+            text = format_vkey(v)
+            if tx.execute(
+                "INSERT INTO witness_key (tenant, name, key_id, vkey, first_seen)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, name, key_id) DO NOTHING",
+                (self._tenant, v.name, v.key_id, text, now),
+            ):
+                continue
+            row = tx.one(
+                "SELECT vkey FROM witness_key WHERE tenant = ? AND name = ? AND key_id = ?",
+                (self._tenant, v.name, v.key_id),
+            )
+            assert row is not None
+            held = stored_text(row[0], "witness key")
+            if held != text:
+                raise UsageError(
+                    f"witness key {text} has the name and key ID of the remembered witness key"
+                    f" {held}"
+                )
+
+    def remember_witness_keys(self, vkeys: Sequence[str]) -> None:
+        """Remember ``vkeys`` as this tenant's witness keys (see :mod:`store.api`): read as
+        :meth:`add_cosignatures` reads them, refused (UsageError, nothing written) when
+        malformed, with the log key's name and key ID, or with the name and key ID of another
+        key given or remembered."""
+        declared = declared_keys(vkeys, "witness", cosigner_from_vkey)
+        log = self._log_verifier
+        for text, v in declared.items():
+            if (v.name, v.key_id) == (log.name, log.key_id):
+                raise UsageError(f"witness key {text} has the log key's name and key ID")
+        if declared:
+            self._write(lambda tx: self._remember(tx, list(declared.values())))
+
+    def remembered_witness_keys(self) -> list[str]:
+        """The remembered witness vkeys (canonical, 0x04 or 0x06), by key name and key ID; a
+        stored key that does not parse, or is not its row's name and key ID, is CorruptError."""
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT name, key_id, vkey FROM witness_key WHERE tenant = ? ORDER BY name, key_id",
+                (self._tenant,),
+            )
+        )
+        out: list[str] = []
+        for name, kid, vkey in rows:
+            text = stored_text(vkey, "witness key")
+            try:
+                v = cosigner_from_vkey(text)
+            except MalformedError as e:
+                raise CorruptError(f"stored witness key {text[:60]!r}: {e}") from None
+            if format_vkey(v) != text or (v.name, v.key_id) != (
+                stored_text(name, "witness key name"),
+                stored_int(kid, "witness key ID"),
+            ):
+                raise CorruptError(f"stored witness key {text!r} is not its row's key")
+            out.append(text)
+        return out
 
     def published(self) -> list[bytes]:
         """Every kept checkpoint note, by increasing size."""

@@ -20,18 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from store.api import JournalStore
-from store.errors import CorruptError
+from store.errors import CorruptError, NotSealedError
 from tlog.checkpoint import Checkpoint
-from tlog.errors import VerificationError
 from tlog.merkle import leaf_hash, verify_inclusion
 from tlog.note import parse_note
 from tlog.proof import TlogProof
 
 __all__ = ["NotSealedError", "prove_run"]
-
-
-class NotSealedError(VerificationError):
-    """A proof asked for a run that is not sealed: nothing proves that it is in the log."""
 
 
 def _proof_checkpoint(store: JournalStore, position: int, sign: Callable[[], bytes]) -> bytes:
@@ -51,18 +46,22 @@ def prove_run(
 
     ``sign`` signs and keeps the current checkpoint when no kept one covers the run (default:
     ``store.sign_checkpoint``, which needs the log key on the handle); it is called only then.
-    Raises NotSealedError when ``run`` is not sealed, CorruptError when its records no longer
-    give the sealed head or its seal is not in the log.
+    Raises :class:`~store.errors.NotSealedError` (re-exported here) when ``run`` is not sealed
+    (its ``reason``: ``"unknown"`` for a run without records, ``"unsealed"``), CorruptError when
+    its records no longer give the sealed head or its seal is not in the log.
     """
     seal = store.sealed(run)
     if seal is None:
-        raise NotSealedError(f"run {run} is not sealed, so it is not in the log")
+        raise NotSealedError(run, "unsealed" if store.head(run).seq else "unknown")
     # The proof vouches for the head: check first that the run's records still give it.
     if store.verify(run) != seal.head:
         raise CorruptError("the seal's head is not the chain's last hash", run)
     note = _proof_checkpoint(store, seal.position, store.sign_checkpoint if sign is None else sign)
     cp = Checkpoint.parse(parse_note(note)[0])
-    inc = store.inclusion_proof(run, cp.size)
+    try:
+        inc = store.inclusion_proof(run, cp.size)
+    except NotSealedError:
+        inc = None  # the seal read above, below cp.size, is not there: a fault (below)
     if inc is None or inc.index != seal.position or inc.head != seal.head:
         raise CorruptError(f"the seal at log position {seal.position} is not in the log", run)
     # Never hand out a proof that does not verify against its own checkpoint.

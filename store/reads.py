@@ -12,7 +12,7 @@ from typing import Any
 
 from store.api import Cancellation, Head, Inclusion, Seal
 from store.db import Tx, check_int
-from store.errors import CorruptError
+from store.errors import CorruptError, NotSealedError
 from store.schema import (
     RECORD_COLUMNS,
     record,
@@ -161,16 +161,17 @@ class JournalReads(SQLCore):
 
         return self._read(work)
 
-    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion | None:
+    def inclusion_proof(self, run: str, size: int | None = None) -> Inclusion:
         """The sealed run's position and RFC 6962 path at ``size`` (default: now), in one
-        snapshot; None when the run is not sealed or its position is not below ``size``.
-        The stored leaf at the position must be the leaf hash of the sealed head
-        (CorruptError otherwise)."""
+        snapshot. A run not in the tree of that size raises NotSealedError naming why (no
+        records, not sealed yet, sealed at a position not below ``size``); ``size`` beyond the
+        log is a UsageError. The stored leaf at the position must be the leaf hash of the
+        sealed head (CorruptError otherwise)."""
         check_run_id(run)
         if size is not None:
             check_int(size, "tree size", 0)
 
-        def work(tx: Tx) -> Inclusion | None:
+        def work(tx: Tx) -> Inclusion:
             row = tx.one(
                 "SELECT position, head, outcome FROM run_seal WHERE tenant = ? AND run = ?",
                 (self._tenant, run),
@@ -178,12 +179,16 @@ class JournalReads(SQLCore):
             current = self._log_size(tx)
             n = current if size is None else self._check_size(size, current, "tree size")
             if row is None:
-                return None
+                known = tx.one(
+                    "SELECT 1 FROM journal WHERE tenant = ? AND run = ? LIMIT 1",
+                    (self._tenant, run),
+                )
+                raise NotSealedError(run, "unsealed" if known else "unknown")
             seal = self._seal_of(run, row)
             if seal.position >= n:
                 if seal.position >= current:
                     raise CorruptError(f"sealed at position {seal.position} beyond the log", run)
-                return None
+                raise NotSealedError(run, "beyond", seal.position, n)
             reader = self._reader(tx)
             (leaf,) = reader.read_hashes([merkle.stored_hash_index(0, seal.position)])
             if leaf != merkle.leaf_hash(seal.head):

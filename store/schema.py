@@ -24,6 +24,8 @@ key)::
     run_activity (tenant, run, updated_at)              PK (tenant, run), index (tenant,
                  updated_at DESC, run DESC); one row per run with records
     run_cancel   (tenant, run, actor, reason, requested_at)          PK (tenant, run)
+    witness_key  (tenant, name, key_id, vkey, first_seen)            PK (tenant, name,
+                 key_id): the witness keys the tenant's exports declare (below)
 
 Text keys (tenant, run, case) compare bytewise (SQLite's BINARY, PostgreSQL ``COLLATE "C"``),
 so database order equals Python's ``str`` order and paging cursors agree with the database.
@@ -31,11 +33,22 @@ Hashes and bodies are bytes columns; times are whole Unix seconds from the store
 injected clock, else PostgreSQL's server clock or the process clock on SQLite), never written
 into the journal.
 
+``witness_key`` remembers, per tenant, the cosignature vkey (type 0x04 or 0x06, canonical text
+:func:`tlog.keys.format_vkey`; ``name`` and ``key_id`` are its key name and ID, the identity a
+note's signature line names) of every witness whose cosignature a kept checkpoint holds: written
+by ``add_cosignatures`` in the transaction that keeps the line, and by a restore for each
+``witness-key`` of the export's header. ``first_seen`` is the store clock when it was first
+remembered. An export declares them all, so that a store which published to witnesses exports
+without being told their keys again.
+
 The tables are created by :func:`store.db.create_tables` (one write transaction, under the
-engine's init lock for :data:`OWNER`); ``meta`` is read back by :func:`read_meta` on every
-open. Every value read from a row passes a check of its shape (:data:`STORED`, :func:`record`,
-:func:`stored_run`, :func:`stored_note`): a value of the wrong shape raises
-:class:`~store.errors.CorruptError`, naming the run (and the record) when known.
+engine's init lock for :data:`OWNER`); ``meta`` is read back by :func:`open_meta` on every
+open, which first brings a store of an older schema version that this code upgrades
+(:data:`UPGRADES`) to :data:`SCHEMA_VERSION`, in one write transaction (so opening a store of
+an older version needs write access once). Every value read from a row passes a check of its
+shape (:data:`STORED`, :func:`record`, :func:`stored_run`, :func:`stored_note`): a value of
+the wrong shape raises :class:`~store.errors.CorruptError`, naming the run (and the record)
+when known.
 """
 
 from __future__ import annotations
@@ -49,10 +62,12 @@ from tlog.errors import MalformedError, UsageError
 from tlog.journal import Record, RecordSignature, chain_hash, check_run_id
 from tlog.note import Signature, parse_note
 
-SCHEMA_VERSION = 2
-"""Version of the schema below, recorded in ``meta``; a store of another version is refused.
-Version 2: a seal appends the run's seal record (kind ``RunSealed``), whose hash is the sealed
-head; a version-1 store's seals have none, and its exports would not verify."""
+SCHEMA_VERSION = 3
+"""Version of the schema below, recorded in ``meta``. A store of version 2 is upgraded when it is
+opened or initialised (:data:`UPGRADES`); one of any other version is refused. Version 2: a seal
+appends the run's seal record (kind ``RunSealed``), whose hash is the sealed head; a version-1
+store's seals have none, and its exports would not verify. Version 3: the table
+``witness_key``."""
 
 OWNER = "tlog-store"
 """The schema's name for the engine's init lock."""
@@ -77,8 +92,18 @@ CONSTRAINTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "counter_pk": ("counter", ("tenant", "name")),
     "run_activity_pk": ("run_activity", ("tenant", "run")),
     "run_cancel_pk": ("run_cancel", ("tenant", "run")),
+    "witness_key_pk": ("witness_key", ("tenant", "name", "key_id")),
 }
 """Every unique constraint of the schema: name -> (table, columns). Dialects report these names."""
+
+WITNESS_KEY_DDL = """CREATE TABLE IF NOT EXISTS witness_key (
+        tenant {key} NOT NULL,
+        name TEXT NOT NULL,
+        key_id BIGINT NOT NULL,
+        vkey TEXT NOT NULL,
+        first_seen BIGINT NOT NULL,
+        CONSTRAINT witness_key_pk PRIMARY KEY (tenant, name, key_id))"""
+"""The table of version 3: in :data:`DDL`, and the upgrade from version 2."""
 
 # The DDL, with the dialect's column types substituted for {blob} (bytes), {key} (text that
 # orders bytewise), {bool} and {compact} (a table-storage suffix for small keyed rows).
@@ -176,7 +201,16 @@ DDL = (
         reason TEXT NOT NULL,
         requested_at BIGINT NOT NULL,
         CONSTRAINT run_cancel_pk PRIMARY KEY (tenant, run))""",
+    WITNESS_KEY_DDL,
 )
+
+UPGRADES: dict[int, tuple[str, ...]] = {
+    # 2 -> 3: the remembered witness keys (an upgraded store remembers none yet: the keys of the
+    # cosignatures it kept before are remembered when they are merged again, or declared).
+    2: (WITNESS_KEY_DDL,),
+}
+"""Statements that take a store from schema version N to N + 1 (``{type}`` names as in
+:data:`DDL`), run by :func:`upgrade` in one write transaction."""
 
 
 def schema(types: dict[str, str]) -> list[str]:
@@ -193,8 +227,8 @@ class JournalSession(Session):
     unknown_advice = "re-read before retrying"
 
 
-def read_meta(tx: Tx) -> tuple[str, str]:
-    """(base origin, log vkey) from ``meta``; UsageError when the store is not initialised."""
+def _meta(tx: Tx) -> tuple[object, str, str]:
+    """(schema version as stored, base origin, log vkey); UsageError when not initialised."""
     row = tx.one(tx.dialect.table_exists_sql("meta"))
     if row is None or not row[0]:
         raise UsageError(NOT_INITIALISED)
@@ -202,11 +236,59 @@ def read_meta(tx: Tx) -> tuple[str, str]:
     if meta is None:
         raise UsageError(NOT_INITIALISED)
     version, base, vkey = meta
-    if version != SCHEMA_VERSION:
+    return version, stored_text(base, "base origin"), stored_text(vkey, "log key")
+
+
+def _upgradable(version: object) -> bool:
+    """``version`` is this code's, or one it upgrades (UsageError otherwise)."""
+    if version == SCHEMA_VERSION and isinstance(version, int):
+        return False
+    if isinstance(version, int) and not isinstance(version, bool) and version in UPGRADES:
+        return True
+    raise UsageError(f"the store's schema version is {version!r}, this code reads {SCHEMA_VERSION}")
+
+
+def read_meta(tx: Tx) -> tuple[str, str]:
+    """(base origin, log vkey) from ``meta`` of a store of :data:`SCHEMA_VERSION`; UsageError
+    when the store is not initialised or has another version (see :func:`open_meta`)."""
+    version, base, vkey = _meta(tx)
+    if _upgradable(version):
         raise UsageError(
-            f"the store's schema version is {version!r}, this code reads {SCHEMA_VERSION}"
+            f"the store's schema version is {version!r}, this code reads {SCHEMA_VERSION}:"
+            " open it to upgrade it"
         )
-    return stored_text(base, "base origin"), stored_text(vkey, "log key")
+    return base, vkey
+
+
+def upgrade(tx: Tx) -> tuple[str, str]:
+    """Bring the store to :data:`SCHEMA_VERSION` (nothing to do when it is there already) and
+    return :func:`read_meta`'s (base origin, log vkey). Requires: a write transaction.
+
+    Under the engine's init lock, then the version is read: a concurrent upgrader (another
+    process opening the same old store) has finished, and this one finds nothing to do. Every
+    statement of :data:`UPGRADES` is idempotent (``IF NOT EXISTS``).
+    """
+    tx.dialect.init_lock(tx, OWNER)
+    version, _, _ = _meta(tx)
+    if _upgradable(version):
+        assert isinstance(version, int)
+        while version < SCHEMA_VERSION:
+            for stmt in UPGRADES[version]:
+                tx.execute(stmt.format(**tx.dialect.types))
+            version += 1
+        tx.execute("UPDATE meta SET schema_version = ? WHERE singleton = 1", (version,))
+    return read_meta(tx)
+
+
+def open_meta(session: Session) -> tuple[str, str]:
+    """(base origin, log vkey) of the store ``session`` reaches, read when a handle opens: one
+    read transaction, and for a store of an older version that this code upgrades, one write
+    transaction that upgrades it first (:func:`upgrade`). UsageError when it is not
+    initialised or of a version this code neither reads nor upgrades."""
+    version, base, vkey = session.transact(False, _meta)
+    if not _upgradable(version):
+        return base, vkey
+    return session.transact(True, upgrade)
 
 
 # --- rows ------------------------------------------------------------------------------------
@@ -317,7 +399,10 @@ __all__ = [
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
     "STORED",
+    "UPGRADES",
+    "WITNESS_KEY_DDL",
     "JournalSession",
+    "open_meta",
     "read_meta",
     "record",
     "record_row",
@@ -328,4 +413,5 @@ __all__ = [
     "stored_note",
     "stored_run",
     "stored_text",
+    "upgrade",
 ]

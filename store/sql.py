@@ -52,6 +52,11 @@ Decisions where the contract leaves room (also in the method docstrings):
   must be the log's valid signature. Every other line it keeps must be from a witness key the
   caller declares and verify: the store never keeps a line an export could not carry (a plain
   Ed25519 line, an undeclared key) or that does not verify.
+* ``add_cosignatures`` remembers the witness key of every line the merged note holds that a
+  key declared in the call verifies (the new lines, and kept ones), in its transaction; a kept
+  line of no declared key is kept, but its key is not learnt. A key whose (name, key ID) is a
+  remembered key's with other key bytes is refused (UsageError): an export could not declare
+  both.
 * ``seal`` appends the run's seal record (:func:`tlog.journal.seal_body`, kind ``RunSealed``)
   in its transaction; its hash is the sealed head. ``append`` refuses that reserved kind
   (UsageError), so a run's only seal record is its last.
@@ -83,8 +88,8 @@ from store.schema import (
     OWNER,
     SCHEMA_VERSION,
     JournalSession,
-    read_meta,
     schema,
+    upgrade,
 )
 from store.writes import JournalWrites
 from tlog.errors import MalformedError, UsageError
@@ -110,8 +115,9 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
         """Create the schema (idempotent) and record ``origin`` and the log key's public half.
 
         Requires: ``origin`` a valid key name (no spaces, no ``+``), ``key`` type 0x01. A
-        database initialised with another origin or key is refused (:class:`UsageError`).
-        Safe to run from several processes at once.
+        database initialised with another origin or key is refused (:class:`UsageError`); one
+        of an older schema version is upgraded (:func:`store.schema.upgrade`). Safe to run from
+        several processes at once.
         """
         if not isinstance(origin, str):
             raise UsageError("the base origin must be a string")
@@ -131,7 +137,7 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
                 " VALUES (1, ?, ?, ?) ON CONFLICT (singleton) DO NOTHING",
                 (SCHEMA_VERSION, origin, vkey),
             )
-            base, stored_vkey = read_meta(tx)
+            base, stored_vkey = upgrade(tx)  # a store of an older version is upgraded
             if base != origin:
                 raise UsageError(f"the store was initialised with the origin {base!r}")
             try:

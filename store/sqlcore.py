@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from store.api import Head, JournalStore, Seal
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError
-from store.schema import JournalSession, read_meta, stored_hash, stored_int, stored_text
+from store.schema import JournalSession, open_meta, stored_hash, stored_int, stored_text
 from tlog.errors import MalformedError, UsageError
 from tlog.journal import check_tenant
 from tlog.keys import SignerKey, format_vkey, parse_vkey
@@ -93,7 +93,7 @@ class SQLCore(JournalStore):
         self._clock = clock
         self._session = JournalSession(dialect)
         try:
-            base, vkey = self._session.transact(False, read_meta)
+            base, vkey = open_meta(self._session)
             self._origin = f"{base}/{tenant}"
             try:
                 public_key = parse_vkey(vkey).public_key

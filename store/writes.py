@@ -9,6 +9,7 @@ transaction; nothing is written when a write raises.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from store.api import Append, Head, Lease, Seal
@@ -20,6 +21,7 @@ from store.errors import (
     LeaseHeldError,
     LeaseNotHeldError,
     RunSealedError,
+    SealConflictError,
 )
 from store.schema import (
     CONCLUSION_COUNTER,
@@ -164,6 +166,10 @@ def _chain(
 
 
 def _fence(run: str, epoch: int, lease_epoch: int | None) -> None:
+    # A run with a lease row (live, expired or released) takes exactly its epoch. A run never
+    # leased has nothing to fence against and takes any epoch: the restore path replays each
+    # record under its own epoch, and an export carries no leases (store.api, "Leases and
+    # fencing"). Its first acquire starts above every epoch its records carry.
     if lease_epoch is not None and lease_epoch != epoch:
         raise FencedError(run, epoch, lease_epoch)
 
@@ -185,7 +191,9 @@ class JournalWrites(SQLCore):
 
         An empty batch returns [] without touching the database. A batch naming two runs, or
         holding something other than :class:`Append`, is refused (:class:`UsageError`) before
-        the transaction. Inside it: the fence (FencedError), then the seal (RunSealedError),
+        the transaction. Inside it: the fence (FencedError when the run has a lease row whose
+        epoch is not ``epoch``; a run never leased takes any epoch), then the seal
+        (RunSealedError),
         then the records, the exactly-once keys (DuplicateEffectError), the outcome index
         and the activity index. A malformed record raises MalformedError; nothing is written.
 
@@ -430,10 +438,12 @@ class JournalWrites(SQLCore):
         record (:func:`tlog.journal.seal_body`) is the run's next record, under ``epoch``,
         signed by the handle's record signer — or, on the restore path, carrying
         ``signatures[0]`` (one entry, None for unsigned; checked as :meth:`append` checks
-        them). Fenced like :meth:`append` (FencedError comes first, also for a re-seal). A
-        sealed run returns its existing seal unchanged (first seal wins, whatever ``outcome``
-        says now). A run without records cannot be sealed (UsageError). The seal record, the
-        seal row, the position and the stored tree hashes are written in one transaction.
+        them). Fenced like :meth:`append` (FencedError comes first, also for a re-seal). First
+        seal wins: a sealed run sealed again with its outcome returns its seal with
+        ``already=True`` and writes nothing (idempotent: a retry after CommitUnknownError is
+        safe); with another outcome it raises SealConflictError (a RunSealedError) and writes
+        nothing. A run without records cannot be sealed (UsageError). The seal record, the seal
+        row, the position and the stored tree hashes are written in one transaction.
         """
         given = None if signatures is None else _check_signatures(signatures, 1)
         check_run_id(run)
@@ -447,7 +457,9 @@ class JournalWrites(SQLCore):
             lease_epoch, seal, head, now = self._run_state(tx, run)
             _fence(run, epoch, lease_epoch)
             if seal is not None:
-                return seal
+                if seal.outcome != outcome:
+                    raise SealConflictError(run, seal.outcome, outcome)
+                return replace(seal, already=True)
             if head.seq == 0:
                 raise UsageError(f"run {run} has no records: there is nothing to seal")
             if head.seq >= MAX_INT63:

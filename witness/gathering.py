@@ -241,12 +241,33 @@ def gather(
 ) -> GatherResult:
     """Submit ``note`` to every witness in parallel and merge their cosignatures.
 
-    ``prover`` and ``my_size`` are as for :meth:`WitnessClient.submit` (the prover is called
-    from several threads, at most once per old size); ``deadline`` is the number of seconds
-    the whole gather may take, every request included. With ``policy``, the quorum is
-    evaluated over the merged note (pre-existing lines of the note count too) after each
-    answer, and with ``stop_early`` the gather returns as soon as it is met. Without a policy
-    every witness must cosign. See :class:`GatherResult` and :class:`WitnessOutcome`.
+    ``note`` is the log's signed checkpoint of size N. Two arguments connect the gather to
+    the log, and are what :meth:`WitnessClient.submit` takes too:
+
+    * ``prover(old)`` returns the RFC 6962 consistency proof from tree size ``old`` to N — the
+      hashes that show the witness's last cosigned tree is a prefix of the note's (for a
+      journal store: ``lambda old: store.consistency_proof(old, N)``, N fixed: the log may grow
+      meanwhile). A witness's ``old`` is what its client knows it holds, else 0; a 409 tells
+      the size it holds, and the request is sent again from there. The prover is called only
+      for 0 < old < N (old 0 and old N need no proof), from the gather's threads, and at most
+      once per ``old`` (the proofs are shared). A :class:`~tlog.errors.TlogError` it raises
+      becomes that witness's ``error`` outcome; any other exception propagates.
+    * ``my_size`` is the log's own latest size, >= N (UsageError otherwise): an int, or a
+      function that reads it, called each time a witness answers 409 with the size S it holds.
+      S beyond ``my_size`` means the witness holds a larger tree than the log has ever had — a
+      split view or a local rollback: an ``alarm`` outcome. S above N but within it means the
+      witness already cosigned a newer checkpoint of this log (another publisher, or an earlier
+      run): a ``conflict``, no alarm. S up to N: the request is sent again from S. So read it
+      fresh (``lambda: store.checkpoint().size``) when the log may grow while publishing;
+      passing N itself would turn another publisher's newer checkpoint into an alarm.
+
+    ``deadline`` is the number of seconds the whole gather may take, every request included.
+    With ``policy``, the quorum is evaluated over the merged note (pre-existing lines of the
+    note count too) after each answer, and with ``stop_early`` the gather returns as soon as it
+    is met. Without a policy every witness must cosign. ``max_retries`` bounds the 409 rounds
+    per witness. See :class:`GatherResult` and :class:`WitnessOutcome`;
+    :func:`store.publish.publish_to_witnesses` is this call for a journal store (and keeps the
+    cosignatures), docs/embedder-guide.md §3 shows it by hand.
 
     Requires: at least one witness, no witness URL twice, ``deadline`` > 0, a well-formed
     checkpoint note. A note carrying a line from a policy key that does not verify raises

@@ -749,15 +749,58 @@ def test_append_refusals_exit_3(db: str) -> None:
     assert "is sealed" in fails(["append", "r", "--db", db, "--epoch", str(e), "--kind", "K"], 3)
 
 
+def test_fencing_is_for_leased_runs_as_the_help_says(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for verb in ("append", "seal"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--epoch E the run's lease epoch, when it has a lease (a run never leased" in text
+        if verb == "append":
+            assert (
+                "When RUN has a lease (live, lapsed or released: the store keeps its epoch), EPOCH"
+                " must equal its epoch, else exit 3 (fenced). A run never leased is not fenced: it"
+                " takes any epoch, even one below its last record's"
+            ) in text
+    # A run never leased: any epoch, going backwards too, for append and seal.
+    append(db, "free", 5)
+    append(db, "free", 2)
+    ok(["seal", "free", "--db", db, "--epoch", "1", "--outcome", "ok"])
+    lines = ok(["read", "free", "--db", db]).splitlines()
+    assert [json.loads(line.split(b" ", 2)[2])["epoch"] for line in lines] == [5, 2, 1]
+    # A leased run: exactly its epoch, while live and after a release.
+    e = acquire(db, "held")
+    for step in ("live", "released"):
+        if step == "released":
+            ok(["release", "held", "--db", db, "--epoch", str(e)])
+        for wrong in (e + 1, e + 7):
+            err = fails(["append", "held", "--db", db, "--epoch", str(wrong), "--kind", "K"], 3)
+            assert f"epoch {wrong} is fenced, the lease epoch is {e}" in err
+            seal = ["seal", "held", "--db", db, "--epoch", str(wrong), "--outcome", "ok"]
+            assert "is fenced" in fails(seal, 3)
+        append(db, "held", e)
+
+
 # --- seal, head, read, verify --------------------------------------------------------------------
 
 
 def test_seal_is_first_wins_and_json(db: str) -> None:
     head = sealed_run(db)
-    again = json.loads(
-        ok(["seal", "r", "--db", db, "--epoch", "1", "--outcome", "other", "--json"])
-    )
-    assert again == {"run": "r", "position": 0, "head": b64(head), "outcome": "ok"}
+    again = json.loads(ok(["seal", "r", "--db", db, "--epoch", "1", "--outcome", "ok", "--json"]))
+    want = {"run": "r", "position": 0, "head": b64(head), "outcome": "ok", "already": True}
+    assert again == want
+    assert kv(ok(["seal", "r", "--db", db, "--epoch", "1", "--outcome", "ok"])) == {
+        "position": "0",
+        "head": b64(head),
+    }
+    err = fails(["seal", "r", "--db", db, "--epoch", "1", "--outcome", "other"], 3)
+    assert "run r is sealed (ok); the first seal stands, it cannot be sealed again as other" in err
+    e = acquire(db, "s")
+    append(db, "s", e)
+    first = ["seal", "s", "--db", db, "--epoch", str(e), "--outcome", "ok", "--json"]
+    sealed = json.loads(ok(first))
+    assert sealed["already"] is False and sealed["position"] == 1
 
 
 def test_head_of_an_unwritten_run(db: str) -> None:
@@ -1057,24 +1100,36 @@ def witness_vkey(witness: Any) -> str:
     return f"{v.name}+{v.key_id:08x}+{b64(bytes([v.key_type]) + v.public_key)}"
 
 
-def test_export_declares_witness_keys_and_restores_identically(db: str, tmp_path: Path) -> None:
-    witness, cosigned = cosigned_store(db)
-    out = tmp_path / "j.export"
-    err = fails(["export", "--db", db, "--out", str(out)], 2)
-    assert witness.name in err
-    assert not out.exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tlog-store-")] == []
+def forget_witness_keys(db: str) -> None:
+    """Make ``db`` a store that kept cosignatures before it remembered witness keys (as one
+    upgraded from schema version 2 is)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM witness_key")
+    conn.close()
 
+
+def test_export_declares_the_witnesses_the_store_published_to(db: str, tmp_path: Path) -> None:
+    witness, cosigned = cosigned_store(db)
     vkey = witness_vkey(witness)
-    ok(["export", "--db", db, "--out", str(out), "--witness-key", vkey])
+    out = tmp_path / "j.export"
+    # publish remembered the witness key: export declares it with no flag.
+    ok(["export", "--db", db, "--out", str(out)])
     exported = out.read_bytes()
     assert cosigned in exported
+    header = [x for x in exported.split(b"\n") if x.startswith(b"witness-key ")]
+    assert header == [f"witness-key {vkey}".encode()]
+    # Declaring it again changes nothing, from a flag or a file.
+    assert ok(["export", "--db", db, "--witness-key", vkey]) == exported
     keys = tmp_path / "witnesses.vkeys"
     keys.write_text(vkey + "\n")
     assert ok(["export", "--db", db, "--witness-keys", str(keys)]) == exported
     assert (
         ok(["export", "--db", db, "--witness-keys", "-"], stdin=(vkey + "\n").encode()) == exported
     )
+    # --witness-key still declares more (a witness that cosigned nothing here).
+    other = witness_vkey(generate_key("witness.example/w2", TYPE_COSIGNATURE_V1).signer())
+    more = ok(["export", "--db", db, "--witness-key", other])
+    assert f"witness-key {other}\n".encode() in more and f"witness-key {vkey}\n".encode() in more
 
     copy = str(tmp_path / "copy.db")
     ok(["init", "--db", copy, "--key", db + ".key", "--origin", ORIGIN])
@@ -1086,7 +1141,30 @@ def test_export_declares_witness_keys_and_restores_identically(db: str, tmp_path
     assert summary["log_root"] == b64(cp.root)
     assert unb64(summary["digest"]) and len(unb64(summary["digest"])) == 32
     assert ok(["published", "--db", copy]) == ok(["published", "--db", db])
-    assert ok(["export", "--db", copy, "--witness-key", vkey]) == exported
+    # The restore remembered the export's witness keys: export → restore → export, no flags.
+    assert ok(["export", "--db", copy]) == exported
+    # An export that declared one more key restores into a store that declares it too.
+    more_path = tmp_path / "more.export"
+    more_path.write_bytes(more)
+    copy2 = str(tmp_path / "copy2.db")
+    ok(["restore", str(more_path), "--db", copy2, "--key", db + ".key"])
+    assert ok(["export", "--db", copy2]) == more
+
+
+def test_export_of_a_store_that_forgot_its_witness_needs_the_key(db: str, tmp_path: Path) -> None:
+    """Lines kept before the store remembered witness keys: export names the key and the flag,
+    and leaves no file behind; merging the cosigned copy again teaches the store the key."""
+    witness, cosigned = cosigned_store(db)
+    forget_witness_keys(db)
+    out = tmp_path / "j.export"
+    err = fails(["export", "--db", db, "--out", str(out)], 2)
+    assert witness.name in err and "tlog-store export --witness-key VKEY" in err, err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tlog-store-")] == []
+    vkey = witness_vkey(witness)
+    exported = ok(["export", "--db", db, "--witness-key", vkey])
+    ok(["publish", "--db", db, "--witness-key", vkey], stdin=cosigned)  # the kept line again
+    assert ok(["export", "--db", db]) == exported
 
 
 @pytest.mark.parametrize(
@@ -1268,9 +1346,7 @@ def test_undeclared_witness_messages_name_the_flag(db: str) -> None:
     err = fails(["publish", "--db", db], 2, stdin=cosigned)
     assert "--witness-key VKEY" in err and "witness_keys" in err
     ok(["publish", "--db", db, "--witness-key", witness_vkey(witness)], stdin=cosigned)
-    err = fails(["export", "--db", db], 2)
-    assert "tlog-store export --witness-key VKEY" in err, err
-    ok(["export", "--db", db, "--witness-key", witness_vkey(witness)])
+    ok(["export", "--db", db])  # the store remembers the witness it kept a line of
 
 
 def test_restore_with_key_creates_the_store_in_one_command(db: str, tmp_path: Path) -> None:

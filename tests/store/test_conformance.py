@@ -523,6 +523,34 @@ def test_a_lease_starts_past_every_epoch_the_history_records(store: JournalStore
             store.append(old, [note("run-a")])
 
 
+def test_fencing_applies_to_leased_runs_only(store: JournalStore, clock: FakeClock) -> None:
+    # The rule of store.api "Leases and fencing", both halves, for append and seal alike.
+    # A run never leased has nothing to fence against: any epoch, even going backwards.
+    store.append(5, [note("run-a")])
+    store.append(2, [note("run-a")])
+    assert store.seal("run-a", 1, "succeeded").position == 0
+    assert [r.body().epoch for r in store.read("run-a")] == [5, 2, 1]
+    store.append(9, [note("run-b")])
+    # Once leased, exactly the lease's epoch: while live, after it lapses, after a release.
+    lease = store.acquire("run-b", "alice", 1)
+    assert lease.epoch == 10
+    for state in ("live", "lapsed", "released"):
+        if state == "lapsed":
+            clock.advance(1)
+        if state == "released":
+            store.release("run-b", lease.epoch)
+        for epoch in (1, 9, lease.epoch + 1):
+            with pytest.raises(errors.FencedError) as e:
+                store.append(epoch, [note("run-b")])
+            assert (e.value.held, e.value.current) == (epoch, lease.epoch), state
+            with pytest.raises(errors.FencedError):
+                store.seal("run-b", epoch, "succeeded")
+        (rec,) = store.append(lease.epoch, [note("run-b")])
+        assert rec.body().epoch == lease.epoch
+    assert store.sealed("run-b") is None
+    assert store.seal("run-b", lease.epoch, "succeeded").position == 1
+
+
 def test_a_release_does_not_forget_the_epoch(store: JournalStore, clock: FakeClock) -> None:
     a = store.acquire("run-a", "alice", 1)
     clock.advance(1)
@@ -688,7 +716,7 @@ def test_a_seal_appends_the_seal_record_whose_hash_is_the_head(store: JournalSto
     inc = store.inclusion_proof("run-a")
     assert inc is not None and inc.head == seal_rec[0].hash
     # A re-seal writes nothing more.
-    store.seal("run-a", lease.epoch, "failed")
+    assert store.seal("run-a", lease.epoch, "succeeded").already
     assert store.head("run-a").seq == 2
 
 
@@ -761,18 +789,36 @@ def test_a_reseal_changes_nothing(store: JournalStore) -> None:
     assert s == Seal("run-a", 0, store.head("run-a").hash, "succeeded")
     other = seal_run(store, "run-b")
     assert other.position == 1
+    assert not s.already and not other.already
     cp = store.checkpoint()
-    again = store.seal("run-a", a.epoch, "quarantined")
-    assert again == s  # same head, same position, the first outcome
-    assert store.sealed("run-a") == s
+    head = store.head("run-a")
+    # With the sealed outcome: idempotent, and it says so.
+    again = store.seal("run-a", a.epoch, "succeeded")
+    assert again == s and again.already  # same head, same position, same outcome
+    # With another outcome: refused, naming both; the first seal stands.
+    with pytest.raises(errors.SealConflictError) as e:
+        store.seal("run-a", a.epoch, "quarantined")
+    assert isinstance(e.value, errors.RunSealedError)
+    assert (e.value.run, e.value.outcome, e.value.requested) == (
+        "run-a",
+        "succeeded",
+        "quarantined",
+    )
+    assert "run run-a is sealed (succeeded)" in str(e.value) and "quarantined" in str(e.value)
+    stored = store.sealed("run-a")
+    assert stored == s and stored is not None and not stored.already
+    assert store.head("run-a") == head
     assert store.checkpoint() == cp
     assert [x.run for x in store.seals()] == ["run-a", "run-b"]
-    # A re-seal is fenced like a seal.
+    # A re-seal is fenced like a seal, before the outcome is compared.
     store.release("run-a", a.epoch)
     b = store.acquire("run-a", "bob", LEASE)
-    with pytest.raises(errors.FencedError):
-        store.seal("run-a", a.epoch, "succeeded")
-    assert store.seal("run-a", b.epoch, "failed") == s
+    for outcome in ("succeeded", "failed"):
+        with pytest.raises(errors.FencedError):
+            store.seal("run-a", a.epoch, outcome)
+    assert store.seal("run-a", b.epoch, "succeeded").already
+    with pytest.raises(errors.SealConflictError):
+        store.seal("run-a", b.epoch, "failed")
     assert store.checkpoint() == cp
 
 
@@ -785,8 +831,12 @@ def test_an_empty_run_cannot_be_sealed(store: JournalStore) -> None:
     assert store.sealed("run-a") is None
     assert store.seals() == []
     assert store.checkpoint().size == 0
-    assert store.inclusion_proof("run-a") is None
+    with pytest.raises(errors.NotSealedError, match="run run-a is not sealed: it has no records"):
+        store.inclusion_proof("run-a")  # leased, but no records: unknown to the log
     store.append(lease.epoch, [note("run-a")])
+    with pytest.raises(errors.NotSealedError, match="run run-a is not sealed yet") as e:
+        store.inclusion_proof("run-a")
+    assert (e.value.run, e.value.reason) == ("run-a", "unsealed")
     assert store.seal("run-a", lease.epoch, "succeeded").position == 0
 
 
@@ -849,11 +899,12 @@ def test_proofs_at_an_earlier_size_verify(store: JournalStore) -> None:
     runs, kept = seal_many(store)
     for cp in kept:
         for i, run in enumerate(runs):
-            inc = store.inclusion_proof(run, cp.size)
             if i >= cp.size:
-                assert inc is None, f"{run} is not in the log at size {cp.size}"
+                with pytest.raises(errors.NotSealedError) as e:
+                    store.inclusion_proof(run, cp.size)
+                assert (e.value.reason, e.value.position, e.value.size) == ("beyond", i, cp.size)
                 continue
-            assert inc is not None
+            inc = store.inclusion_proof(run, cp.size)
             assert (inc.index, inc.size) == (i, cp.size)
             merkle.verify_inclusion(i, cp.size, merkle.leaf_hash(inc.head), inc.proof, cp.root)
         for new in kept:
@@ -1278,7 +1329,8 @@ def test_a_run_of_one_tenant_is_invisible_to_another(
     assert t2.head("run-a") == Head.genesis()
     assert t2.verify("run-a") == GENESIS
     assert t2.sealed("run-a") is None
-    assert t2.inclusion_proof("run-a") is None
+    with pytest.raises(errors.NotSealedError, match="no records"):
+        t2.inclusion_proof("run-a")
     assert t2.cancellation("run-a") is None
     assert t2.runs(None, 10) == []
     assert t2.recent_runs(None, 10) == []
@@ -1318,8 +1370,9 @@ def test_each_tenant_has_its_own_dense_log(stores: StoreFactory) -> None:
             merkle.verify_inclusion(
                 inc.index, inc.size, merkle.leaf_hash(inc.head), inc.proof, cp.root
             )
-    assert t2.inclusion_proof("run-a") is None
-    assert t1.inclusion_proof("run-x") is None
+    for s, r in ((t2, "run-a"), (t1, "run-x")):
+        with pytest.raises(errors.NotSealedError, match="no records"):
+            s.inclusion_proof(r)
 
 
 def test_each_tenant_has_its_own_origin(stores: StoreFactory) -> None:
@@ -1411,7 +1464,8 @@ def test_a_deleted_run_keeps_its_log_position(store: JournalStore) -> None:
     assert store.read("run-b") == []
     assert store.head("run-b") == Head.genesis()
     assert store.sealed("run-b") is None
-    assert store.inclusion_proof("run-b") is None
+    with pytest.raises(errors.NotSealedError, match="no records"):
+        store.inclusion_proof("run-b")
     assert store.seals() == [a, c]
     assert store.checkpoint() == cp3  # the stored tree keeps the leaf
     d = seal_run(store, "run-d")

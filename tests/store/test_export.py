@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -233,7 +233,8 @@ def export_bytes(store: JournalStore, **keys: Any) -> bytes:
     digest = export_store(
         store,
         out,
-        witness_keys=keys.get("witness_keys", WITNESS_VKEYS),
+        # None by default: the store declares the witnesses whose cosignatures it kept.
+        witness_keys=keys.get("witness_keys", ()),
         record_keys=keys.get("record_keys", [RECORD_VKEY]),
     )
     data = out.getvalue()
@@ -251,6 +252,7 @@ def assert_empty(store: JournalStore) -> None:
     assert store.runs(None, 1) == []
     assert store.checkpoint().size == 0
     assert store.published() == []
+    assert store.remembered_witness_keys() == []
 
 
 def state(store: JournalStore) -> dict[str, Any]:
@@ -300,6 +302,10 @@ def test_export_restore_export_is_byte_identical(
     )
     assert export_bytes(target) == data
     assert state(target) == state(source)
+    # Neither export was told a witness key: the source remembers the witnesses whose
+    # cosignatures it kept, and the target those the export declared.
+    assert target.remembered_witness_keys() == source.remembered_witness_keys()
+    assert source.remembered_witness_keys() == sorted(WITNESS_VKEYS)
     # The restored runs have no lease: the next epoch is above every epoch a record carries.
     assert target.acquire("run-e", "worker-1", 60).epoch == 4
     assert target.acquire("run-f", "worker-1", 60).epoch == 2
@@ -408,9 +414,7 @@ def test_random_journals_round_trip(runs: list[Any]) -> None:
 def small_export(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     dbs = Databases(tmp_path_factory.mktemp("small"))
     try:
-        data = export_bytes(populate(dbs, dbs.new("sqlite"), build_small), witness_keys=[
-            WITNESS_VKEYS[0]
-        ])  # fmt: skip
+        data = export_bytes(populate(dbs, dbs.new("sqlite"), build_small))
     finally:
         dbs.close()
     return data
@@ -458,7 +462,7 @@ def test_every_single_byte_change_is_refused_naming_the_place(
     # The unchanged export restores into that very store: nothing was written before.
     path.write_bytes(data)
     restore_store(target, path)
-    assert export_bytes(target, witness_keys=[WITNESS_VKEYS[0]]) == data
+    assert export_bytes(target) == data
 
 
 # --- refusals before anything is written --------------------------------------------------------
@@ -682,8 +686,16 @@ def test_a_file_changed_between_the_passes_is_named(
 # --- export: declared keys, corrupt stores, paging, memory -------------------------------------
 
 
+def forget_witness_key(store: JournalStore, name: str) -> None:
+    """Make ``store`` one that kept a line of witness ``name`` before it remembered witness keys
+    (as a store upgraded from schema version 2 is)."""
+    sql = "DELETE FROM witness_key WHERE tenant = ? AND name = ?"
+    cast(Any, store)._execute_for_test(sql, (store.tenant, name))
+
+
 def test_an_undeclared_witness_is_named_before_anything_is_written(dbs: Databases) -> None:
     source = populate(dbs, dbs.new("sqlite"), build_journal)
+    forget_witness_key(source, W2.name)
     out = io.BytesIO()
     w2 = f"{W2.name}+{W2.key_id:08x}"
     with pytest.raises(
@@ -966,3 +978,98 @@ def test_import_checkpoint_refusals(one: JournalStore) -> None:
     assert one.published() == []
     one.import_checkpoint(good)
     assert one.published() == [good]
+
+
+# --- remembered witness keys ----------------------------------------------------------------------
+
+
+W3 = CosignatureV1Signer("witness.example/three", sha(b"witness three"), clock=lambda: T0)
+W3_VKEY = format_vkey(W3.verifier())
+
+
+def test_the_store_remembers_the_witnesses_of_the_lines_it_keeps(
+    one: JournalStore, backend: Backend, dbs: Databases
+) -> None:
+    e = one.acquire("run-a", "w", 60).epoch
+    one.append(e, [Append("run-a", "Note")])
+    one.seal("run-a", e, "ok")
+    note = one.sign_checkpoint()
+    assert one.remembered_witness_keys() == []
+    # W1's line is kept and its key remembered; W3, declared but with no line, is not.
+    text, _ = parse_note(note)
+    line = Signature(W1.name, W1.key_id, W1.sign(text))
+    one.add_cosignatures(add_signatures(note, [line]), witness_keys=[WITNESS_VKEYS[0], W3_VKEY])
+    assert one.remembered_witness_keys() == [WITNESS_VKEYS[0]]
+    # A refused merge remembers nothing: W2's line does not verify, W3's is of no declared key.
+    bad = Signature(W2.name, W2.key_id, bytes(8) + W2.sign(text)[8:])
+    with pytest.raises(InvalidSignatureError):
+        one.add_cosignatures(add_signatures(note, [bad]), witness_keys=WITNESS_VKEYS)
+    w3_line = Signature(W3.name, W3.key_id, W3.sign(text))
+    with pytest.raises(UsageError, match="no declared witness key"):
+        one.add_cosignatures(add_signatures(note, [w3_line]), witness_keys=WITNESS_VKEYS)
+    assert one.remembered_witness_keys() == [WITNESS_VKEYS[0]]
+    # Other handles (another process) see it; another tenant remembers its own.
+    assert dbs.open(backend, key=None).remembered_witness_keys() == [WITNESS_VKEYS[0]]
+    assert dbs.open(backend, tenant="t2", key=None).remembered_witness_keys() == []
+    # The export declares it without being told.
+    data = export_bytes(one)
+    assert export_bytes(one, witness_keys=[WITNESS_VKEYS[0]]) == data
+    assert f"witness-key {WITNESS_VKEYS[0]}\n".encode() in data
+    # A store that kept the line before it remembered keys learns the key when the line is
+    # merged again with its key declared (it verifies under it).
+    forget_witness_key(one, W1.name)
+    with pytest.raises(UsageError, match="neither the log key nor a remembered or declared"):
+        export_bytes(one)
+    kept = one.published()[-1]
+    one.add_cosignatures(kept, witness_keys=[WITNESS_VKEYS[1]])  # not its key: not learnt
+    assert one.remembered_witness_keys() == []
+    assert one.add_cosignatures(kept, witness_keys=[WITNESS_VKEYS[0]]) == kept
+    assert one.remembered_witness_keys() == [WITNESS_VKEYS[0]]
+    assert export_bytes(one) == data
+
+
+def test_remember_witness_keys(one: JournalStore) -> None:
+    clock = FakeClock()
+    assert one.remember_witness_keys([]) is None
+    # A 0x01 vkey is remembered as its cosignature/v1 form; repeats change nothing.
+    as_ed25519 = format_vkey(Ed25519Signer(W1.name, sha(b"witness one")).verifier())
+    one.remember_witness_keys([as_ed25519, WITNESS_VKEYS[1]])
+    one.remember_witness_keys([WITNESS_VKEYS[0]])
+    assert one.remembered_witness_keys() == WITNESS_VKEYS
+    rows = cast(Any, one)._execute_for_test(
+        "SELECT name, first_seen FROM witness_key WHERE tenant = ? ORDER BY name", ("default",)
+    )
+    assert [tuple(r) for r in rows] == [(W1.name, clock.now), (W2.name, clock.now)]
+    bads: list[tuple[Any, str]] = [
+        ([W3_VKEY, "not a vkey"], "witness key 'not a vkey'"),
+        ("x+1+2", "not one string"),
+        ([W3_VKEY, b"bytes"], "is a vkey string"),
+    ]
+    for bad, message in bads:
+        with pytest.raises(UsageError, match=message):
+            one.remember_witness_keys(bad)
+    assert one.remembered_witness_keys() == WITNESS_VKEYS  # W3 was not remembered either
+    # A row whose key is not its (name, key ID): another key under W3's name and ID is refused
+    # (nothing written), and reading the planted row is corrupt.
+    cast(Any, one)._execute_for_test(
+        "INSERT INTO witness_key (tenant, name, key_id, vkey, first_seen) VALUES (?, ?, ?, ?, ?)",
+        ("default", W3.name, W3.key_id, WITNESS_VKEYS[0], T0),
+    )
+    with pytest.raises(UsageError, match="has the name and key ID of the remembered witness key"):
+        one.remember_witness_keys([WITNESS_VKEYS[1], W3_VKEY])
+    with pytest.raises(CorruptError, match="is not its row's key"):
+        one.remembered_witness_keys()
+
+
+def test_restore_remembers_every_declared_witness_key(
+    backend: Backend, dbs: Databases, tmp_path: Path
+) -> None:
+    source = populate(dbs, dbs.init(backend), build_small)  # W1 cosigned
+    data = export_bytes(source, witness_keys=[W3_VKEY])  # W3 declared, cosigning nothing
+    header = [x for x in data.split(b"\n") if x.startswith(b"witness-key ")]
+    assert header == [f"witness-key {k}".encode() for k in sorted([WITNESS_VKEYS[0], W3_VKEY])]
+    assert source.remembered_witness_keys() == [WITNESS_VKEYS[0]]  # export writes nothing
+    target = dbs.open(dbs.new(backend.name))
+    restore_bytes(target, data, tmp_path)
+    assert target.remembered_witness_keys() == [WITNESS_VKEYS[0], W3_VKEY]
+    assert export_bytes(target) == data

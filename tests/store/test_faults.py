@@ -759,6 +759,10 @@ def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]
 
     # Records and chains of every run this writer touched.
     for run in touched:
+        # The seal before the records: on PostgreSQL a COMMIT the killed writer had sent may
+        # still land while this reads (the server finishes it), and a seal read after the
+        # records could then name a seal record they do not hold yet.
+        seal = store.sealed(run)
         records = store.read(run)
         stored = {r.seq: r.hash.hex() for r in records}
         for seq, h in led.records.get(run, {}).items():
@@ -771,7 +775,6 @@ def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]
         assert non_decreasing(epochs), f"{run}: epochs go backwards"
         led.lease_epochs[run] = max([led.lease_epochs.get(run, 0), *epochs])
         led.heads[run] = len(records)
-        seal = store.sealed(run)
         if run in led.sealed:
             assert seal is not None and (seal.position, seal.head.hex()) == led.sealed[run]
         if seal is not None:

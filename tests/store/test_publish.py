@@ -32,7 +32,7 @@ from tests.witness.test_client import ServerThread, Witness, refused_url, start_
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.export import verify_export
-from tlog.keys import generate_key, parse_vkey
+from tlog.keys import cosigner_from_vkey, format_vkey, generate_key, parse_vkey
 from tlog.note import Verifier, open_note, parse_note, sign_note
 
 LOG_ORIGIN = f"{ORIGIN}/default"
@@ -103,6 +103,16 @@ def opens_with(note: bytes, *verifiers: Verifier) -> None:
 def kept_notes(db: str) -> list[bytes]:
     with open_store(db=db) as s:
         return s.published()
+
+
+def remembered(db: str) -> list[str]:
+    with open_store(db=db) as s:
+        return s.remembered_witness_keys()
+
+
+def canonical(vkey: str) -> str:
+    """A witness vkey as a store remembers it and an export declares it (0x04 or 0x06)."""
+    return format_vkey(cosigner_from_vkey(vkey))
 
 
 # --- publishing ----------------------------------------------------------------------------------
@@ -180,6 +190,8 @@ def test_quorum_not_met_exit_1_note_kept(servers: ServerThread, tmp_path: Path, 
     assert " unavailable: request failed" in summaries[1]
     opens_with(note, log_verifier(db), w1.signers[0].verifier())
     assert kept_notes(db) == [note]
+    # The store remembers the witness whose cosignature it kept, not the one that was down.
+    assert remembered(db) == [canonical(w1.vkey)]
 
 
 def test_policy_quorum(servers: ServerThread, tmp_path: Path, db: str) -> None:
@@ -303,6 +315,34 @@ def test_publish_file_still_merges_a_cosigned_copy(db: str) -> None:
     assert kept_notes(db) == [cosigned]
 
 
+# --- the store remembers its witnesses: export and restore need no witness key ---------------
+
+
+def test_publish_then_export_restore_export_needs_no_witness_key(
+    servers: ServerThread, tmp_path: Path, db: str
+) -> None:
+    seal(db, "a", "b")
+    w1, w2 = witnesses(servers, tmp_path, db, "w1.example", "w2.example")
+    assert remembered(db) == []
+    ok(["publish", "--db", db, *flags(w1, w2)])
+    seal(db, "c")
+    ok(["publish", "--db", db, *flags(w1)])  # w1 alone this time
+    keys = sorted([canonical(w1.vkey), canonical(w2.vkey)])
+    assert remembered(db) == keys
+    data = ok(["export", "--db", db])  # no --witness-key: the store declares what it kept
+    header = [x.decode() for x in data.split(b"\n") if x.startswith(b"witness-key ")]
+    assert header == [f"witness-key {k}" for k in keys]
+    summary = verify_export(io.BytesIO(data), log_key=log_verifier_vkey(db))
+    assert summary.checkpoint_sizes == (2, 3)
+    assert summary.cosignatures == {canonical(w1.vkey): 2, canonical(w2.vkey): 1}
+    path = tmp_path / "journal.export"
+    path.write_bytes(data)
+    copy = str(tmp_path / "copy.db")
+    ok(["restore", str(path), "--db", copy, "--key", db + ".key"])
+    assert remembered(copy) == keys
+    assert ok(["export", "--db", copy]) == data  # byte for byte, no flags on either side
+
+
 # --- publish FILE keeps only what verifies and what an export can carry --------------------------
 
 
@@ -339,6 +379,7 @@ def test_publish_file_refuses_a_cosignature_that_does_not_verify(db: str, tmp_pa
         assert "invalid signature" in err and "w9.example" in err, err
         assert out == b""
         assert kept_notes(db) == [note]  # the store is unchanged
+        assert remembered(db) == []  # and remembers no witness
         _export_verifies(db, vkey)  # and its export still verifies
     # The good copy is kept, and the export with it verifies.
     assert ok(["publish", "--db", db, "--witness-key", vkey], stdin=cosigned) == cosigned
@@ -359,6 +400,7 @@ def test_publish_file_refuses_a_line_no_export_could_carry(db: str, tmp_path: Pa
         code, _, err = run(["publish", "--db", db, "--witness-key", declared], stdin=plain_copy)
         assert "plain Ed25519 signature (type 0x01)" in one_error(err, 2, code)
     assert kept_notes(db) == [note]
+    assert remembered(db) == []
     _export_verifies(db, vkey)
     # The keys may come from a file; --witness-key goes with FILE only.
     keys = tmp_path / "w.vkeys"

@@ -327,7 +327,9 @@ def test_seal_is_fenced_first_wins_and_freezes_the_run(store: JournalStore) -> N
         store.seal("r", lease.epoch, "needs review")
     seal = store.seal("r", lease.epoch, "succeeded")
     assert seal.position == 0 and seal.head == store.head("r").hash
-    assert store.seal("r", lease.epoch, "quarantined") == seal  # unchanged
+    assert store.seal("r", lease.epoch, "succeeded").already  # idempotent
+    with pytest.raises(errors.SealConflictError, match="first seal stands"):
+        store.seal("r", lease.epoch, "quarantined")
     assert store.sealed("r") == seal and store.checkpoint().size == 1
     with pytest.raises(errors.FencedError):
         store.seal("r", lease.epoch + 1, "succeeded")
@@ -354,12 +356,13 @@ def test_the_log_only_grows_and_every_proof_verifies(store: JournalStore) -> Non
         inc = store.inclusion_proof(f"r{i}")
         assert inc is not None and (inc.index, inc.size, inc.head) == (i, size, head)
         merkle.verify_inclusion(i, size, merkle.leaf_hash(head), inc.proof, roots[size])
-        earlier = store.inclusion_proof(f"r{i}", 5)
         if i < 5:
-            assert earlier is not None
+            earlier = store.inclusion_proof(f"r{i}", 5)
             merkle.verify_inclusion(i, 5, merkle.leaf_hash(head), earlier.proof, roots[5])
         else:
-            assert earlier is None
+            with pytest.raises(errors.NotSealedError, match="does not reach") as e:
+                store.inclusion_proof(f"r{i}", 5)
+            assert (e.value.reason, e.value.position, e.value.size) == ("beyond", i, 5)
     for old in range(1, size + 1):
         for new in range(old, size + 1):
             proof = store.consistency_proof(old, new)
@@ -370,7 +373,9 @@ def test_the_log_only_grows_and_every_proof_verifies(store: JournalStore) -> Non
             store.consistency_proof(*bad)
     with pytest.raises(UsageError):
         store.tree_root(size + 1)
-    assert store.inclusion_proof("never-sealed") is None
+    with pytest.raises(errors.NotSealedError, match="has no records") as e:
+        store.inclusion_proof("never-sealed")
+    assert e.value.reason == "unknown"
     assert [s.run for s in store.seals(after_position=4)] == ["r5", "r6"]
 
 
@@ -380,7 +385,8 @@ def test_positions_are_never_reused(store: JournalStore) -> None:
     old = store.checkpoint()
     hook(store, "_delete_run_for_test")("a")
     assert store.read("a") == [] and store.sealed("a") is None
-    assert store.inclusion_proof("a") is None
+    with pytest.raises(errors.NotSealedError, match="no records"):
+        store.inclusion_proof("a")  # its records were deleted with its seal
     sealed_run(store, "c")
     sealed = store.sealed("c")
     assert sealed is not None and sealed.position == 2
