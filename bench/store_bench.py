@@ -596,7 +596,7 @@ def measure_size(
     # The figures mean nothing if the proofs are wrong: verify some (untimed).
     for p in inclusion[:20]:
         inc = store.inclusion_proof(run_id(p))
-        if inc is None or inc.index != p or inc.size != size or inc.head != expected.heads[p]:
+        if inc.index != p or inc.size != size or inc.head != expected.heads[p]:
             raise AssertionError(f"{result.backend}: inclusion_proof({run_id(p)}) is wrong")
         merkle.verify_inclusion(inc.index, inc.size, merkle.leaf_hash(inc.head), inc.proof, cp.root)
     for m in consistency[:20]:
@@ -605,7 +605,6 @@ def measure_size(
     result.proofs[size] = {}
     for p in inclusion[: c.peer_samples]:
         inc = store.inclusion_proof(run_id(p))
-        assert inc is not None
         result.proofs[size][p] = list(inc.proof)
 
     stats: dict[str, Stats] = {}

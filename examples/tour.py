@@ -140,8 +140,7 @@ def main() -> int:
         policy = Policy.parse(
             f"log {store.log_vkey}\nwitness w1 {witness_vkey}\nquorum w1\n".encode()
         )
-        inclusion = store.inclusion_proof("order-2")
-        assert inclusion is not None
+        inclusion = store.inclusion_proof("order-2")  # NotSealedError if it were not sealed
         proof = TlogProof(inclusion.index, inclusion.proof, note, extra=inclusion.head)
         data = proof.format()
         verified = verify_proof(
