@@ -181,8 +181,8 @@ _CSS = """
 body{font:16px/1.45 system-ui,sans-serif;margin:0 auto;max-width:72em;padding:.5em 1em;
 color:#1b1b1b;background:#fff}
 h1{font-size:1.4em;margin:.4em 0;overflow-wrap:anywhere}h2{font-size:1.15em;margin:1.2em 0 .4em}
-code{font:.85em ui-monospace,monospace;overflow-wrap:anywhere;word-break:break-all}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1em;margin:0}
+code{font:.85em ui-monospace,monospace;overflow-wrap:break-word}.vkey{word-break:break-all}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.3em .8em;margin:0}
 dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 ul{padding-left:1.2em}li{margin:.2em 0}
 .ok{color:#05620d}.bad{color:#a40e0e;font-weight:600}.muted{color:#666}
@@ -190,10 +190,9 @@ ul{padding-left:1.2em}li{margin:.2em 0}
 .health.bad{background:#fbeaea}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;vertical-align:top;padding:.35em .5em;border-bottom:1px solid #ddd;
-overflow-wrap:anywhere}
+overflow-wrap:break-word}.scroll{overflow-x:auto}td.size{white-space:nowrap}
 th{background:#f3f3f3}
 @media (max-width:40em){
-dl{grid-template-columns:1fr}dd{margin-bottom:.4em}
 table,tbody,tr,td{display:block;width:auto}thead{display:none}
 tr{border:1px solid #ccc;border-radius:.3em;margin:.6em 0;padding:.2em .4em}
 td{border:0;padding:.15em 0}
@@ -212,6 +211,18 @@ def _vkey_item(key_type: int, vkey: str) -> str:
         name = esc(vkey.split("+", 1)[0])
         return f"<li>{kind}: <details><summary>{name} (show)</summary>{code}</details></li>"
     return f"<li>{kind}: {code}</li>"
+
+
+_COLUMNS = (
+    ("origin", "Log"),
+    ("state", "State"),
+    ("size", "Size"),
+    ("updated", "Last update"),
+    ("quota", "Requests today / quota"),
+    ("evidence", "Evidence"),
+    ("refusal", "Last refusal (this process)"),
+)
+"""The log table's columns: (class, heading); a narrow screen shows the heading in each cell."""
 
 
 def _log_row(log: LogStatus, page: StatusPage) -> str:
@@ -243,16 +254,11 @@ def _log_row(log: LogStatus, page: StatusPage) -> str:
         last = (
             f"<strong>{refusal.status}</strong> {_when(refusal.at, page.now)}: {esc(refusal.error)}"
         )
-    cells = [
-        ("origin", "Log", origin),
-        ("state", "State", state),
-        ("size", "Size", size),
-        ("updated", "Last update", _when(log.updated_at, page.now)),
-        ("quota", "Requests today / quota", quota),
-        ("evidence", "Evidence", evidence),
-        ("refusal", "Last refusal (this process)", last),
-    ]
-    tds = "".join(f'<td class="{cls}" data-label="{label}">{v}</td>' for cls, label, v in cells)
+    values = (origin, state, size, _when(log.updated_at, page.now), quota, evidence, last)
+    tds = "".join(
+        f'<td class="{cls}" data-label="{label}">{v}</td>'
+        for (cls, label), v in zip(_COLUMNS, values, strict=True)
+    )
     return f'<tr class="log">{tds}</tr>'
 
 
@@ -260,22 +266,52 @@ def _prefix(prefix: str) -> str:
     return f"<code>{html.escape(prefix)}</code>" if prefix else '<span class="muted">none</span>'
 
 
-def render_status(page: StatusPage) -> str:
-    """The status page of ``page`` (see the module docstring)."""
+def _health(h: Health) -> str:
+    esc = html.escape
+    took = f"{h.seconds * 1000:.1f} ms"
+    if h.ok:
+        return (
+            '<p class="health ok" id="health">State database: <strong>healthy</strong> '
+            f"({esc(h.backend)}, this page's read took {took})</p>\n"
+        )
+    return (
+        '<p class="health bad" id="health">State database: <strong>unhealthy</strong> '
+        f"({esc(h.backend)}: {esc(h.error or '')} after {took}; the server log has the detail)"
+        "</p>\n"
+    )
+
+
+def _logs(page: StatusPage) -> str:
+    """The logs' table and the evidence count."""
+    if page.logs is None:
+        return (
+            '<h2>Logs</h2>\n<p class="bad" id="logs">The state database could not be read:'
+            " no log to show.</p>\n"
+        )
+    enabled = sum(1 for log in page.logs if not log.config.disabled)
+    kept = sum(log.evidence for log in page.logs)
+    heads = "".join(f"<th>{label}</th>" for _, label in _COLUMNS)
+    rows = "\n".join(_log_row(log, page) for log in page.logs)
+    return (
+        f"<h2>Logs ({len(page.logs)}, {enabled} enabled)</h2>\n"
+        f'<div class="scroll"><table id="logs"><thead><tr>{heads}</tr></thead><tbody>\n{rows}\n'
+        "</tbody></table></div>\n"
+        '<p class="muted">Requests today count the checkpoints that would move a log on, per'
+        " UTC day, across every process (the quota's count). The last refusal is kept in the"
+        " memory of the process that answered this page, since it started: another worker may"
+        " have refused since.</p>\n"
+        "<h2>Evidence</h2>\n"
+        f'<p id="evidence"><span id="evidence-count" class="{"bad" if kept else "ok"}">'
+        f"{kept}</span> split view{'' if kept == 1 else 's'} kept "
+        "(two checkpoints a log signed that cannot both be honest): "
+        '<a id="evidence-link" href="/evidence">the evidence</a>.</p>\n'
+    )
+
+
+def _witness(page: StatusPage) -> str:
+    """The witness: identity, version, uptime, endpoints and keys."""
     esc = html.escape
     sub, mon = esc(page.submission_prefix), esc(page.monitoring_prefix)
-    h = page.health
-    if h.ok:
-        health = (
-            f'<p class="health ok" id="health">State database: <strong>healthy</strong> '
-            f"({esc(h.backend)}, this page's read took {h.seconds * 1000:.1f} ms)</p>"
-        )
-    else:
-        health = (
-            f'<p class="health bad" id="health">State database: <strong>unhealthy</strong> '
-            f"({esc(h.backend)}: {esc(h.error or '')} after {h.seconds * 1000:.1f} ms; "
-            "the server log has the detail)</p>"
-        )
     process = (
         f"one process (pid {page.pid})"
         if page.worker is None
@@ -291,63 +327,37 @@ def render_status(page: StatusPage) -> str:
         f"<li><code>GET {mon}/&lt;hex SHA-256 of the origin&gt;/checkpoint</code></li>",
         "<li><code>GET /evidence</code>, <code>GET /metrics</code></li>",
     ]
+    items = (
+        ("Name", "witness-name", esc(page.name)),
+        ("Version", "version", f"tlog-toolkit {esc(page.version)}"),
+        ("Up", "uptime", f"{_duration(page.uptime)}, since {_stamp(page.started)}"),
+        ("This page", "process", f"{process}, at {_stamp(page.now)}"),
+        ("Submission prefix", "submission-prefix", _prefix(page.submission_prefix)),
+        ("Monitoring prefix", "monitoring-prefix", _prefix(page.monitoring_prefix)),
+        ("Endpoints", "endpoints", f"<ul>{''.join(endpoints)}</ul>"),
+    )
+    rows = "".join(f'<dt>{term}</dt><dd id="{key}">{value}</dd>' for term, key, value in items)
     keys = "".join(_vkey_item(t, v) for t, v in page.vkeys)
-    parts = [
+    return (
+        f'<h2>Witness</h2>\n<dl id="witness">{rows}</dl>\n'
+        f'<h2>Keys</h2>\n<ul id="keys">{keys}</ul>\n'
+    )
+
+
+def render_status(page: StatusPage) -> str:
+    """The status page of ``page`` (see the module docstring): what needs the operator first
+    (the database, the logs, the evidence), then the witness itself."""
+    esc = html.escape
+    return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(page.name)} · tlog-witness</title>\n<style>{_CSS}</style></head><body>\n"
-        f'<h1>tlog-witness <span id="name">{esc(page.name)}</span></h1>\n',
-        health,
-        '\n<h2>Witness</h2>\n<dl id="witness">'
-        f'<dt>Name</dt><dd id="witness-name">{esc(page.name)}</dd>'
-        f'<dt>Version</dt><dd id="version">tlog-toolkit {esc(page.version)}</dd>'
-        f'<dt>Up</dt><dd id="uptime">{_duration(page.uptime)}, since '
-        f"{_stamp(page.started)}</dd>"
-        f'<dt>This page</dt><dd id="process">{process}, at {_stamp(page.now)}</dd>'
-        f'<dt>Submission prefix</dt><dd id="submission-prefix">{_prefix(page.submission_prefix)}'
-        "</dd>"
-        f'<dt>Monitoring prefix</dt><dd id="monitoring-prefix">{_prefix(page.monitoring_prefix)}'
-        "</dd>"
-        f'<dt>Endpoints</dt><dd><ul id="endpoints">{"".join(endpoints)}</ul></dd>'
-        "</dl>\n"
-        f'<h2>Keys</h2>\n<ul id="keys">{keys}</ul>\n',
-    ]
-    if page.logs is None:
-        parts.append(
-            '<h2>Logs</h2>\n<p class="bad" id="logs">The state database could not be read:'
-            " no log to show.</p>\n"
-        )
-    else:
-        enabled = sum(1 for log in page.logs if not log.config.disabled)
-        kept = sum(log.evidence for log in page.logs)
-        heads = "".join(
-            f"<th>{t}</th>"
-            for t in (
-                "Log",
-                "State",
-                "Size",
-                "Last update",
-                "Requests today / quota",
-                "Evidence",
-                "Last refusal (this process)",
-            )
-        )
-        rows = "\n".join(_log_row(log, page) for log in page.logs)
-        parts.append(
-            f"<h2>Logs ({len(page.logs)}, {enabled} enabled)</h2>\n"
-            f'<table id="logs"><thead><tr>{heads}</tr></thead><tbody>\n{rows}\n</tbody></table>\n'
-            '<p class="muted">Requests today count the checkpoints that would move a log on,'
-            " per UTC day, across every process (the quota's count). The last refusal is kept"
-            " in the memory of the process that answered this page, since it started: another"
-            " worker may have refused since.</p>\n"
-            "<h2>Evidence</h2>\n"
-            f'<p id="evidence"><span id="evidence-count" class="{"bad" if kept else "ok"}">'
-            f"{kept}</span> split view{'' if kept == 1 else 's'} kept "
-            "(two checkpoints a log signed that cannot both be honest): "
-            '<a id="evidence-link" href="/evidence">the evidence</a>.</p>\n'
-        )
-    parts.append("</body></html>\n")
-    return "".join(parts)
+        f'<h1>tlog-witness <span id="name">{esc(page.name)}</span></h1>\n'
+        + _health(page.health)
+        + _logs(page)
+        + _witness(page)
+        + "</body></html>\n"
+    )
 
 
 def evidence_line(e: EvidenceSummary) -> str:
