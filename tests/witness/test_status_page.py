@@ -16,6 +16,8 @@
   (SQL and the base class agree), a state that fails (an unhealthy page, 503, never a 500),
   the evidence pages (paging, bad input 400/404, the metrics label), the prefixes shown as
   configured, and the refusals kept only for configured logs, escaped.
+* Under ``serve --workers 2`` (tests/witness/test_serving.py's supervisor): each worker names
+  itself, and both show the supervisor's start.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from tests.witness.helpers import (
     witness_signers,
     witness_verifiers,
 )
+from tests.witness.test_serving import fetch as fetch_on_a_new_connection
+from tests.witness.test_serving import supervisor, witness_state
 from tlog.checkpoint import open_checkpoint
 from tlog.keys import format_vkey
 from tlog.witnessproto import AddCheckpointRequest, monitoring_path
@@ -612,3 +616,22 @@ def test_refusals_only_of_configured_logs_and_escaped(tmp_path: Path) -> None:
         assert sorted(witness.refusals) == sorted([evil.origin, good.origin])
 
     run(backend, t)
+
+
+def test_workers_each_say_who_answered_and_share_the_start(tmp_path: Path) -> None:
+    """Under ``serve --workers 2`` the page names the worker that answered (and its pid), and
+    both show the supervisor's start: the uptime is the witness's, not the worker's."""
+    state = witness_state(tmp_path, [ForkLog("example.com/a")])
+    with supervisor(*state.args, stderr=tmp_path / "err") as srv:
+        seen: dict[str, str] = {}
+        for _ in range(60):  # new connections until the kernel gave each worker some
+            status, body = fetch_on_a_new_connection(srv.url, "GET", "/")
+            assert status == 200
+            page = parse_dom(body.decode())
+            uptime = page.by_id("uptime").words()
+            seen[page.by_id("process").words().split(",")[0]] = uptime.split("since ")[1]
+            if len(seen) == 2:
+                break
+        workers = srv.workers()
+        assert sorted(seen) == sorted(f"worker {i} (pid {pid})" for i, pid in workers.items())
+        assert len(set(seen.values())) == 1, seen
