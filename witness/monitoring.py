@@ -62,12 +62,14 @@ are forked from the supervisor after it imported the server, so they show the su
 _DAY = 86400
 _HTML = "text/html; charset=utf-8"
 _REFUSAL_ENDPOINTS = ("add-checkpoint", "sign-subtree")  # whose refusals the page shows
+_CLIENT_GONE = 499  # the plumbing's status of a request whose client went away (no answer)
 
 
 class MonitoringEndpoints(RequestPlumbing):
-    """The read-only endpoints: a log's latest cosigned note by origin hash, the status page
-    and the metrics. ``own_verifiers`` are the witness's own keys, which the status page
-    lists; ``config_ttl`` bounds how often an unknown origin hash reloads the log list."""
+    """The read-only endpoints: a log's latest cosigned note by origin hash, the status page,
+    the evidence and the metrics; and each log's last refusal, which the page shows.
+    ``own_verifiers`` are the witness's own keys, which the status page lists; ``config_ttl``
+    bounds how often an unknown origin hash reloads the log list."""
 
     def __init__(
         self,
@@ -109,12 +111,14 @@ class MonitoringEndpoints(RequestPlumbing):
     def note_refusal(self, info: dict[str, Any]) -> None:
         """Remember ``info`` (a request's log line) as its log's last refusal when it is one:
         a status >= 400 of add-checkpoint or sign-subtree naming an origin this process knows
-        is configured (so the map holds one entry per log, whatever clients send)."""
+        is configured (so the map holds one entry per log, whatever clients send). A client
+        that went away (499) was not refused: it is not kept."""
         status = info.get("status")
         origin = info.get("origin")
         if (
             not isinstance(status, int)
             or status < 400
+            or status == _CLIENT_GONE
             or info.get("endpoint") not in _REFUSAL_ENDPOINTS
             or not isinstance(origin, str)
             or self.origins.get(origin_hash(origin)) != origin

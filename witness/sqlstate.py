@@ -49,6 +49,9 @@ Decisions where the contract leaves room (and :mod:`witness.statecheck`'s rules)
 * ``evidence`` is ordered by ID, newest first: IDs increase in the order rows were inserted.
 * ``count_request`` is one upsert-increment (``… ON CONFLICT DO UPDATE SET count = count + 1
   RETURNING count``): concurrent requests get distinct, dense counts.
+* ``status`` (the status page) is one read transaction: the logs and keys, then one query that
+  joins each log's ``latest`` row (size and time, not the note), its ``quota`` row of the day
+  and its evidence count; ``evidence_summaries`` reads the lengths of the notes, not the notes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ The one write that matters is :meth:`WitnessState.compare_and_swap`: it replaces
 checkpoint only if the stored (size, root) is still the one the caller checked against, in a
 single atomic statement, and is durable when it returns (SQLite WAL with synchronous=FULL;
 PostgreSQL commit). The server signs a cosignature only after it returned True.
+
+The reads of the server's status page and evidence endpoints (:meth:`WitnessState.status`,
+:meth:`~WitnessState.evidence_summaries`, :meth:`~WitnessState.evidence_entry`,
+:attr:`~WitnessState.backend`) have defaults built on the other reads, so every implementation
+has them; the SQL state answers each with one query (or one read transaction).
 """
 
 from __future__ import annotations
