@@ -203,7 +203,7 @@ def serve_epilog() -> str:
     return f"""\
 Serves the C2SP tlog-witness API: POST <submission_prefix>/add-checkpoint (and
 /sign-subtree with an ML-DSA-44 key), GET <monitoring_prefix>/<hex sha256(origin)>/checkpoint,
-and, unless disabled, / (HTML status) and /metrics (Prometheus).
+and, unless disabled, / (HTML status), /evidence and /metrics (Prometheus).
 
 settings -- witness.toml key, flag, type and default (a flag overrides the file; relative
 paths in the file are relative to its directory; the state also reads {ENV_DB} and

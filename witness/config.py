@@ -37,8 +37,8 @@ setting                 type       meaning (default)
                                    between reads of the state, and between reloads of the log
                                    list when the monitoring endpoint meets an unknown origin
                                    hash, >= 0 (default 1; 0 reads it on every request)
-``status_endpoints``   boolean    serve the HTML status page ``/`` and Prometheus ``/metrics``
-                                   (default true)
+``status_endpoints``   boolean    serve the HTML status page ``/``, the evidence ``/evidence``
+                                   and Prometheus ``/metrics`` (default true)
 ``shutdown_timeout``   number     seconds requests in flight get to finish after SIGTERM or
                                    SIGINT, >= 0 (default 5)
 ``workers``            integer    server processes on the one state, 1..256: set it to the
@@ -183,7 +183,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body", "integer", str(DEFAULT_MAX_BODY), "largest request body, bytes (413)"),
     Setting("read_timeout", "number", "10", "seconds to receive a request body (408)"),
     Setting("config_ttl", "number", "1", "seconds a log's configuration is cached"),
-    Setting("status_endpoints", "boolean", "true", "serve / (HTML status) and /metrics"),
+    Setting("status_endpoints", "boolean", "true", "serve / (HTML status), /evidence, /metrics"),
     Setting("shutdown_timeout", "number", "5", "seconds for requests in flight at SIGTERM"),
     Setting("workers", "integer", "1", "server processes (set to the number of cores)"),
     Setting("idle_timeout", "number", "5", "seconds a connection may idle (then closed)"),
@@ -464,7 +464,7 @@ read_timeout = {DEFAULT_READ_TIMEOUT:g}
 # endpoint is asked for an unknown origin hash.
 config_ttl = {DEFAULT_CONFIG_TTL:g}
 
-# Serve the HTML status page (/) and Prometheus metrics (/metrics).
+# Serve the HTML status page (/), the evidence (/evidence) and Prometheus metrics (/metrics).
 status_endpoints = true
 
 # Seconds requests in flight get to finish after SIGTERM or SIGINT.

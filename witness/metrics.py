@@ -6,6 +6,22 @@ closed by reason; :meth:`Metrics.render` writes them, with the gauges of the mom
 cosigned logs, open connections, body bytes reserved), in the Prometheus text format 0.0.4,
 by hand: ``GET /metrics`` (:mod:`witness.monitoring`). A server process that is one of several
 workers labels every sample ``worker="N"``.
+
+**Why not prometheus_client** (decided for issue 12, measured with ``python -m
+bench.metrics_probe``). With several workers a scrape reaches whichever worker the kernel gives
+the connection, so it sees that worker's series only; ``prometheus_client`` merges workers only
+in its multiprocess mode, which we measured (0.26.0, on the 2-core benchmark machine under
+load, best of 5): one request's bookkeeping (a labelled counter and a histogram) 8-19 µs
+against 1.4-3 µs here, and one scrape of two workers 1.5-3.9 ms against 0.06-0.13 ms here
+(its default mode 1.5 ms too). Beyond the cost, the mode needs a directory shared by the
+workers, set in the environment before the import and emptied at every start (files of
+processes that are gone are merged forever: two mmap'ed files of 128 KiB per process and metric
+type), and per-gauge rules (our open connections and reserved body bytes are per process) — a
+new dependency and new state to operate, for counters that the ``worker`` label already keeps
+apart and a query adds up (``sum without (worker) (rate(…))``). So the exposition stays ours.
+What that leaves: each scrape shows one worker, so the other workers' series have gaps between
+the scrapes that reach them; ``rate()`` and ``increase()`` over a range of several scrape
+intervals read them right.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ path                                                 method  what
                                                              subtree; only when an ML-DSA signer
                                                              is configured (404 otherwise)
 ``<mon>/<lowercase hex SHA-256(origin)>/checkpoint``  GET     the latest cosigned note of a log
-``/``                                                GET     a small HTML status page
+``/``                                                GET     the operator's HTML status page
+``/evidence``, ``/evidence/<id>``                    GET     kept split-view evidence (text)
 ``/metrics``                                         GET     Prometheus text format
 ==================================================  ======  =====================================
 
@@ -308,6 +309,8 @@ def _add_routes(app: web.Application, witness: Cosigning, *, status_endpoints: b
     if status_endpoints:
         app.router.add_get("/", witness.status_page, name="status")
         app.router.add_get("/metrics", witness.metrics_page, name="metrics")
+        app.router.add_get("/evidence", witness.evidence_list, name="evidence")
+        app.router.add_get("/evidence/{id:[0-9]+}", witness.evidence_entry, name="evidence-entry")
 
 
 def make_app(
@@ -332,7 +335,7 @@ def make_app(
     SubtreeV1Signer (0x06, which also enables sign-subtree), all named ``name``. ``clock``
     gives cosignature timestamps, quota days and evidence times; ``config_ttl`` bounds how
     often an unknown monitoring hash reloads the log list; ``status_endpoints=False`` hides
-    ``/`` and ``/metrics``; ``logger`` receives the JSON request lines (default: the
+    ``/``, ``/evidence`` and ``/metrics``; ``logger`` receives the JSON request lines (default: the
     ``witness.server`` logger); ``worker`` labels every ``/metrics`` sample ``worker="N"``
     (one of several server processes: :mod:`witness.serving`); ``limits`` are the connection
     limits (:class:`~witness.connections.Limits`), enforced by the sites of

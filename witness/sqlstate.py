@@ -49,6 +49,9 @@ Decisions where the contract leaves room (and :mod:`witness.statecheck`'s rules)
 * ``evidence`` is ordered by ID, newest first: IDs increase in the order rows were inserted.
 * ``count_request`` is one upsert-increment (``… ON CONFLICT DO UPDATE SET count = count + 1
   RETURNING count``): concurrent requests get distinct, dense counts.
+* ``status`` (the status page) is one read transaction: the logs and keys, then one query that
+  joins each log's ``latest`` row (size and time, not the note), its ``quota`` row of the day
+  and its evidence count; ``evidence_summaries`` reads the lengths of the notes, not the notes.
 """
 
 from __future__ import annotations
@@ -60,7 +63,14 @@ from typing import Any, TypeVar
 from store.db import MAX_ATTEMPTS, Dialect, Session, StoredValues, Tx, check_int, create_tables
 from store.db import errors as engine
 from tlog.errors import TlogError, UsageError
-from witness.state import Cosigned, Evidence, LogConfig, WitnessState
+from witness.state import (
+    Cosigned,
+    Evidence,
+    EvidenceSummary,
+    LogConfig,
+    LogStatus,
+    WitnessState,
+)
 from witness.statecheck import (
     CONTROL,
     LOG_KEY_TYPES,
@@ -479,17 +489,89 @@ class SQLState(WitnessState):
             sql = f"{columns} WHERE origin = ? ORDER BY id DESC LIMIT ?"
             params = (origin, limit)
         rows = self._read(lambda tx: tx.all(sql, params))
+        return [_evidence(r) for r in rows]
+
+    def evidence_summaries(
+        self, before: int | None = None, limit: int = 100
+    ) -> list[EvidenceSummary]:
+        """Kept evidence without its notes (their lengths instead), newest first, IDs below
+        ``before`` when given; ``limit`` >= 1. Reads the primary key's order: a page costs
+        ``limit`` rows."""
+        check_int(limit, "limit", 1)
+        columns = (
+            "SELECT id, origin, reason, received_at, LENGTH(request), LENGTH(stored_note)"
+            " FROM evidence"
+        )
+        params: tuple[int, ...]
+        if before is None:
+            sql, params = f"{columns} ORDER BY id DESC LIMIT ?", (limit,)
+        else:
+            check_int(before, "before", 1)
+            sql, params = f"{columns} WHERE id < ? ORDER BY id DESC LIMIT ?", (before, limit)
+        rows = self._read(lambda tx: tx.all(sql, params))
         return [
-            Evidence(
+            EvidenceSummary(
                 _STORED.integer(r[0], "evidence ID", 1),
                 _STORED.text(r[1], "evidence origin"),
                 _STORED.text(r[2], "evidence reason"),
-                _STORED.blob(r[3], "evidence request"),
-                None if r[4] is None else _STORED.blob(r[4], "evidence stored note"),
-                _STORED.integer(r[5], "evidence time"),
+                _STORED.integer(r[3], "evidence time"),
+                _STORED.integer(r[4], "evidence request length"),
+                None if r[5] is None else _STORED.integer(r[5], "evidence stored note length"),
             )
             for r in rows
         ]
+
+    def evidence_entry(self, evidence_id: int) -> Evidence | None:
+        """The evidence row ``evidence_id`` (>= 1), or None."""
+        check_int(evidence_id, "evidence ID", 1)
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT id, origin, reason, request, stored_note, received_at FROM evidence"
+                " WHERE id = ?",
+                (evidence_id,),
+            )
+        )
+        return None if row is None else _evidence(row)
+
+    # --- the status page -----------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return self._d.name
+
+    def status(self, day: int) -> list[LogStatus]:
+        """One read transaction: the logs with their keys, and per log its latest size and
+        time, its ``quota`` row of ``day`` and its evidence count (at most
+        :data:`MAX_EVIDENCE_PER_LOG` rows a log, read through the (origin, id) index)."""
+        check_int(day, "day", 0)
+
+        def work(tx: Tx) -> list[LogStatus]:
+            configs = _all_logs(tx)
+            rows = tx.all(
+                "SELECT l.origin, t.size, t.updated_at, q.count, e.n, e.last FROM logs l"
+                " LEFT JOIN latest t ON t.origin = l.origin"
+                " LEFT JOIN quota q ON q.origin = l.origin AND q.day = ?"
+                " LEFT JOIN (SELECT origin, COUNT(*) AS n, MAX(received_at) AS last"
+                " FROM evidence GROUP BY origin) e ON e.origin = l.origin",
+                (day,),
+            )
+            found = {_STORED.text(r[0], "origin"): r for r in rows}
+            out = []
+            for config in configs:
+                _, size, updated_at, count, n, last = found[config.origin]
+                out.append(
+                    LogStatus(
+                        config,
+                        None if size is None else _STORED.integer(size, "size"),
+                        None if updated_at is None else _STORED.integer(updated_at, "update time"),
+                        0 if count is None else _STORED.integer(count, "request count"),
+                        0 if n is None else _STORED.integer(n, "evidence count"),
+                        None if last is None else _STORED.integer(last, "evidence time"),
+                    )
+                )
+            return out
+
+        return self._read(work)
 
     # --- quota ---------------------------------------------------------------------------------
 
@@ -607,6 +689,17 @@ def _all_logs(tx: Tx) -> list[LogConfig]:
         _log_config(_STORED.text(o, "origin"), qpd, disabled, keys.get(o, []))
         for o, qpd, disabled in rows
     ]
+
+
+def _evidence(r: Sequence[Any]) -> Evidence:
+    return Evidence(
+        _STORED.integer(r[0], "evidence ID", 1),
+        _STORED.text(r[1], "evidence origin"),
+        _STORED.text(r[2], "evidence reason"),
+        _STORED.blob(r[3], "evidence request"),
+        None if r[4] is None else _STORED.blob(r[4], "evidence stored note"),
+        _STORED.integer(r[5], "evidence time"),
+    )
 
 
 def _cosigned(row: Sequence[Any]) -> Cosigned:

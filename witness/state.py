@@ -22,6 +22,11 @@ The one write that matters is :meth:`WitnessState.compare_and_swap`: it replaces
 checkpoint only if the stored (size, root) is still the one the caller checked against, in a
 single atomic statement, and is durable when it returns (SQLite WAL with synchronous=FULL;
 PostgreSQL commit). The server signs a cosignature only after it returned True.
+
+The reads of the server's status page and evidence endpoints (:meth:`WitnessState.status`,
+:meth:`~WitnessState.evidence_summaries`, :meth:`~WitnessState.evidence_entry`,
+:attr:`~WitnessState.backend`) have defaults built on the other reads, so every implementation
+has them; the SQL state answers each with one query (or one read transaction).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+_EVERY = (1 << 63) - 1  # a limit that reads every row (the defaults of the read methods)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,35 @@ class Evidence:
     request: bytes
     stored_note: bytes | None
     received_at: int
+
+
+@dataclass(frozen=True)
+class EvidenceSummary:
+    """An evidence row without its two notes: what a listing shows."""
+
+    id: int
+    origin: str
+    reason: str
+    received_at: int
+    request_bytes: int
+    stored_bytes: int | None
+
+
+@dataclass(frozen=True)
+class LogStatus:
+    """What the status page shows of one log, from one read (:meth:`WitnessState.status`).
+
+    ``size`` and ``updated_at`` are None when the witness never cosigned the log;
+    ``requests_today`` is the quota's count for the day asked (0 when none was counted), or None
+    when the state cannot tell (a state without the read); ``evidence`` the rows kept for the
+    log and ``last_evidence_at`` the time of its newest one."""
+
+    config: LogConfig
+    size: int | None
+    updated_at: int | None
+    requests_today: int | None
+    evidence: int
+    last_evidence_at: int | None
 
 
 class WitnessState(abc.ABC):
@@ -153,6 +189,56 @@ class WitnessState(abc.ABC):
     def evidence(self, origin: str | None = None, limit: int = 100) -> list[Evidence]:
         """Kept evidence, newest first, optionally for one origin."""
 
+    def evidence_summaries(
+        self, before: int | None = None, limit: int = 100
+    ) -> list[EvidenceSummary]:
+        """Kept evidence without the notes, newest first, IDs below ``before`` when given.
+
+        This default reads the whole rows through :meth:`evidence`; a backend should read only
+        the columns listed (the SQL state does)."""
+        rows = self.evidence(None, _EVERY)
+        return [_summary(e) for e in rows if before is None or e.id < before][:limit]
+
+    def evidence_entry(self, evidence_id: int) -> Evidence | None:
+        """The evidence row ``evidence_id``, or None. This default scans :meth:`evidence`."""
+        return next((e for e in self.evidence(None, _EVERY) if e.id == evidence_id), None)
+
+    # --- the status page ---------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """The storage engine's name (``sqlite``, ``postgres``), for the status page."""
+        return type(self).__name__
+
+    def status(self, day: int) -> list[LogStatus]:
+        """Every configured log with its latest size and time, its quota count on ``day``
+        (days since the epoch, UTC) and its evidence count, by origin: one consistent read
+        that costs O(logs + evidence rows), never the notes or the history.
+
+        This default is built from :meth:`logs`, :meth:`all_latest` and :meth:`evidence` and
+        cannot count requests (``requests_today`` None); the SQL state answers in one read
+        transaction."""
+        latest = {c.origin: c for c in self.all_latest()}
+        counts: dict[str, tuple[int, int]] = {}
+        for e in self.evidence(None, _EVERY):
+            n, last = counts.get(e.origin, (0, 0))
+            counts[e.origin] = (n + 1, max(last, e.received_at))
+        out = []
+        for config in self.logs():
+            c = latest.get(config.origin)
+            n, last = counts.get(config.origin, (0, 0))
+            out.append(
+                LogStatus(
+                    config,
+                    None if c is None else c.size,
+                    None if c is None else c.updated_at,
+                    None,
+                    n,
+                    last if n else None,
+                )
+            )
+        return out
+
     # --- quota -------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -186,3 +272,14 @@ class WitnessState(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the connection."""
+
+
+def _summary(e: Evidence) -> EvidenceSummary:
+    return EvidenceSummary(
+        e.id,
+        e.origin,
+        e.reason,
+        e.received_at,
+        len(e.request),
+        None if e.stored_note is None else len(e.stored_note),
+    )
