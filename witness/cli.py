@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -360,15 +361,62 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 # --- the verbs' arguments --------------------------------------------------------------------
 
 
-def _state_options(p: argparse.ArgumentParser, *, config: bool = True, state: bool = True) -> None:
-    """The options that name the state, first in every verb's usage line."""
+def _state_options(
+    p: argparse.ArgumentParser, *, config: bool = True, state: bool = True, command: bool = False
+) -> None:
+    """The options that name the state, first in every verb's usage line.
+
+    The command's own parser takes them too (``command``), so that they may come before the
+    verb (``tlog-witness --config FILE list-logs``) as well as after it. A verb's copies default
+    to nothing (``argparse.SUPPRESS``): argparse copies the verb's namespace over the
+    command's, so a default there would undo a value given before the verb. Given on both
+    sides, the later wins. The command's copies are not listed in its help, whose epilog says
+    which verbs take which (:data:`witness.cli_help.EPILOG_MAIN`).
+    """
+    default = None if command else argparse.SUPPRESS
+    shown = (lambda text: argparse.SUPPRESS) if command else (lambda text: text)
     g = p.add_argument_group("state options")
     if config:
-        g.add_argument("--config", metavar="FILE", help=f"witness.toml (env {ENV_CONFIG})")
+        g.add_argument(
+            "--config",
+            metavar="FILE",
+            default=default,
+            help=shown(f"witness.toml (env {ENV_CONFIG})"),
+        )
     if state:
         where = g.add_mutually_exclusive_group()
-        where.add_argument("--db", metavar="PATH", help=f"SQLite state file (env {ENV_DB})")
-        where.add_argument("--postgres", metavar="URL", help=f"PostgreSQL URL (env {ENV_POSTGRES})")
+        where.add_argument(
+            "--db", metavar="PATH", default=default, help=shown(f"SQLite state file (env {ENV_DB})")
+        )
+        where.add_argument(
+            "--postgres",
+            metavar="URL",
+            default=default,
+            help=shown(f"PostgreSQL URL (env {ENV_POSTGRES})"),
+        )
+
+
+# The verbs that do not take a state option, which given before the verb would be ignored.
+_NOT_TAKEN = {"init": ("config",), "vkey": ("db", "postgres")}
+
+
+@dataclasses.dataclass(frozen=True)
+class _WitnessCommand(Command):
+    """A :class:`tlog.cli.run.Command` whose own parser takes the state options too."""
+
+    def parser(self) -> clirun.ArgumentParser:
+        p = super().parser()
+        _state_options(p, command=True)
+        return p
+
+
+def _run_verb(args: argparse.Namespace) -> int:
+    """``args.func(args)``, once the state options given before the verb fit it."""
+    for name in _NOT_TAKEN.get(args.verb, ()):
+        if getattr(args, name) is not None:
+            raise UsageError(f"{args.verb} takes no --{name}")
+    status: int = args.func(args)
+    return status
 
 
 def _init_args(p: argparse.ArgumentParser) -> None:
@@ -511,7 +559,7 @@ _EXTRAS = ("witness", "postgres")
 """The extras (:mod:`tlog.extras`) the verbs may need: ``witness`` for ``serve`` (aiohttp),
 ``pull-logs URL`` and ``conformance`` (requests); ``postgres`` for ``--postgres``."""
 
-COMMAND = Command(
+COMMAND = _WitnessCommand(
     prog=PROG,
     description="A C2SP tlog-witness: cosigns checkpoints of the logs it follows.",
     epilog=EPILOG_MAIN,
@@ -599,7 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ModuleNotFoundError as e:  # requests: the witness extra
             return clirun.report_missing_extra(PROG, _CONFORMANCE, e, _EXTRAS)
         return conformance_main(args_list[1:])
-    return clirun.run(PROG, _VERBS, COMMAND.parser, args_list, _STATUSES, extras=_EXTRAS)
+    return clirun.run(PROG, _VERBS, COMMAND.parser, args_list, _STATUSES, _run_verb, extras=_EXTRAS)
 
 
 if __name__ == "__main__":

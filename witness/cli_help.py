@@ -22,7 +22,8 @@ from witness.settings import ENV_CONFIG, ENV_DB, ENV_POSTGRES, PROG, flag
 EPILOG_MAIN = f"""\
 Run '{PROG} VERB --help' for the details and examples of a verb.
 
-state options (every verb but vkey; --config: every verb but init):
+state options (every verb but vkey; --config: every verb but init; before or after the verb --
+given on both sides, the later wins):
   --config FILE   a witness.toml (env {ENV_CONFIG}); its db/postgres and keys apply to
                   every verb
   --db PATH       a SQLite state file (env {ENV_DB}); default: witness.db in the config

@@ -310,7 +310,7 @@ def _add_routes(app: web.Application, witness: Cosigning, *, status_endpoints: b
         app.router.add_get("/", witness.status_page, name="status")
         app.router.add_get("/metrics", witness.metrics_page, name="metrics")
         app.router.add_get("/evidence", witness.evidence_list, name="evidence")
-        app.router.add_get("/evidence/{id:[0-9]+}", witness.evidence_entry, name="evidence-entry")
+        app.router.add_get("/evidence/{id}", witness.evidence_entry, name="evidence-entry")
 
 
 def make_app(

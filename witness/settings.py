@@ -174,6 +174,12 @@ def key_paths(keys: Sequence[str] | None, cfg: FileConfig | None) -> list[str]:
         return list(cfg.keys)
     base = _base_dir(cfg)
     paths = [os.path.join(base, KEY_FILE)]
+    if cfg is None and not os.path.exists(paths[0]):
+        # No flag, no config: most often a verb run outside the witness's directory.
+        raise UsageError(
+            f"no witness key at {paths[0]}: name the witness with --config FILE (or"
+            f" {ENV_CONFIG}), or pass --key FILE"
+        )
     mldsa = os.path.join(base, MLDSA_KEY_FILE)
     if os.path.exists(mldsa):
         paths.append(mldsa)

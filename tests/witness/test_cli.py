@@ -622,6 +622,36 @@ def test_state_defaults_to_witness_db_in_the_current_directory(
     assert ORIGIN.encode() in ok("list-logs")
 
 
+def test_state_options_before_the_verb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--config, --db and --postgres may come before the verb as well as after it; a verb that
+    does not take one refuses it there rather than ignore it."""
+    ok("init", "--name", WITNESS, "--dir", str(tmp_path / "w"))
+    monkeypatch.chdir(tmp_path)
+    config = str(tmp_path / "w" / "witness.toml")
+    log = Log()
+    ok("--config", config, "add-log", ORIGIN, "--key", log.vkey)
+    assert ORIGIN.encode() in ok("--config", config, "list-logs")
+    assert ORIGIN.encode() in ok("--db", str(tmp_path / "w" / "witness.db"), "list-logs")
+    # Given on both sides, the later wins: the verb's.
+    assert ORIGIN.encode() in ok("--config", str(tmp_path / "nothing.toml"), "list-logs",
+                                 "--config", config)  # fmt: skip
+    assert WITNESS.encode() in ok("--config", config, "vkey")
+    assert fails(2, "--config", config, "init", "--name", WITNESS) == (
+        "tlog-witness: init: init takes no --config\n"
+    )
+    assert "vkey takes no --db" in fails(2, "--db", "x.db", "vkey")
+
+
+def test_a_verb_outside_the_witness_directory_says_how_to_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for verb in (["vkey"], ["serve", "--check"]):
+        err = fails(2, *verb)
+        assert "no witness key at ./witness.key" in err, err
+        assert "--config FILE (or TLOG_WITNESS_CONFIG), or pass --key FILE" in err
+
+
 def test_environment_names_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = str(tmp_path / "env.db")
     monkeypatch.setenv("TLOG_WITNESS_DB", db)

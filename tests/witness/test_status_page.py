@@ -546,12 +546,14 @@ def test_evidence_pages(tmp_path: Path) -> None:
             ("/evidence/" + "9" * 30, 400),
             ("/evidence/0", 404),
             ("/evidence/129", 404),
-            ("/evidence/x", 404),
+            ("/evidence/x", 400),
+            ("/evidence/-1", 400),
+            ("/evidence/%C2%B9", 400),  # a superscript one: a digit to str.isdigit, not here
         ]:
             assert (await client.get(path)).status == status, path
         metrics = await (await client.get("/metrics")).text()
         assert 'witness_http_requests_total{endpoint="evidence",code="200"} 4' in metrics
-        assert 'witness_http_requests_total{endpoint="evidence",code="400"} 5' in metrics
+        assert 'witness_http_requests_total{endpoint="evidence",code="400"} 8' in metrics
 
     run(backend, t)
 
