@@ -184,7 +184,9 @@ def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
     if db is not None and not os.path.exists(db):
         # Opening it would create an empty database there.
         raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
-    signer = ui.read_log_key(ui.key_path(args, db)) if key else None
+    if db is not None and os.path.isdir(db):
+        raise UsageError(f"{db} is a directory, not a store file")
+    signer = ui.read_existing_log_key(ui.key_path(args, db)) if key else None
     return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
 
 
@@ -496,7 +498,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     if is_stdin(args.out):
         write_stdout(data)
     else:
-        with output_file(args.out, ".tlog-store-") as f:
+        with output_file(args.out, ".tlog-store-", name_path=True) as f:
             f.write(data)
     return EXIT_OK
 
@@ -517,7 +519,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             )
             sys.stdout.buffer.flush()
         else:
-            with output_file(args.out, ".tlog-store-") as f:
+            with output_file(args.out, ".tlog-store-", name_path=True) as f:
                 export_store(store, f, witness_keys=witness_keys, record_keys=record_keys)
     return EXIT_OK
 
@@ -543,7 +545,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
         # From the source's log key: create the store (init is idempotent for the same origin
         # and key) with the export's origin, then replay into it. The key must exist: a new
         # one could not verify the export.
-        ui.read_log_key(ui.key_path(args, ui.store_location(args)[0]))
+        ui.read_existing_log_key(ui.key_path(args, ui.store_location(args)[0]))
         _create(args, _base_origin(header.header.origin, ui.parse_tenant(args)))
     else:
         db, _ = ui.store_location(args)

@@ -128,11 +128,26 @@ def key_path(args: argparse.Namespace, db: str | None) -> str:
 
 
 def read_log_key(path: str) -> SignerKey:
-    """The log key in key file ``path``, which must be an Ed25519 (type 0x01) key."""
+    """The log key in key file ``path``, which must be an Ed25519 (type 0x01) key.
+
+    FileNotFoundError when there is none (``init`` makes one then); see
+    :func:`read_existing_log_key` for the verbs that need one."""
     key = read_key_file(path)
     if key.key_type != TYPE_ED25519:
         raise UsageError(f"key file {path} is not an Ed25519 (type 0x01) log key")
     return key
+
+
+def read_existing_log_key(path: str) -> SignerKey:
+    """:func:`read_log_key`, for a verb that signs: no file is a UsageError saying where the
+    key was looked for and how to name it (a restored copy, say, has no ``<db>.key`` of its
+    own)."""
+    try:
+        return read_log_key(path)
+    except FileNotFoundError:
+        raise UsageError(
+            f"no log key at {path}: pass the store's key file with --key FILE (or {ENV_KEY})"
+        ) from None
 
 
 def parse_witness(text: str) -> tuple[str, str]:

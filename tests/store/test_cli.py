@@ -391,6 +391,30 @@ def test_missing_sqlite_store_is_not_created(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def test_mistakes_in_paths_name_the_path_given(tmp_path: Path) -> None:
+    """A directory as the store, a missing key file, an --out in a missing directory or onto
+    a directory: one line naming what the operator typed, exit 2 (not a backend failure, and
+    not the temporary file the export writes first)."""
+    db = str(tmp_path / "j.db")
+    ok(["init", "--db", db, "--origin", "example.com/j"])
+    assert fails(["vkey", "--db", str(tmp_path)], 2) == (
+        f"tlog-store: vkey: {tmp_path} is a directory, not a store file\n"
+    )
+    missing = str(tmp_path / "nokey")
+    assert fails(["checkpoint", "--db", db, "--key", missing], 2) == (
+        f"tlog-store: checkpoint: no log key at {missing}: pass the store's key file with"
+        " --key FILE (or TLOG_STORE_KEY)\n"
+    )
+    out = str(tmp_path / "nowhere" / "x.export")
+    assert fails(["export", "--db", db, "--out", out], 2) == (
+        f"tlog-store: export: {out}: No such file or directory\n"
+    )
+    assert fails(["export", "--db", db, "--out", str(tmp_path)], 2) == (
+        f"tlog-store: export: {tmp_path}: Is a directory\n"
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tlog-store-")]
+
+
 def test_environment_selects_the_store(
     db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,7 +433,7 @@ def test_environment_selects_the_store(
 def test_environment_key(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     moved = tmp_path / "elsewhere.key"
     os.rename(db + ".key", moved)
-    assert "No such file" in fails(["checkpoint", "--db", db], 2)
+    assert f"no log key at {db}.key: pass" in fails(["checkpoint", "--db", db], 2)
     monkeypatch.setenv("TLOG_STORE_KEY", str(moved))
     assert parse_note(ok(["checkpoint", "--db", db]))[1]
 
