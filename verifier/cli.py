@@ -379,10 +379,14 @@ def _write(text: str) -> None:
 def _unusable(e: BaseException) -> Failure:
     """The failure of an exception that escaped a verb: nothing was judged (status 2)."""
     f = failure_from(e, None)
-    if f.status == EXIT_UNUSABLE:
-        return f
+    line = f.line
+    if line is not None and f"line {line}" in f.message:
+        # The message names the file and its line ("policy P: line 3: ..."): a location of
+        # "line 3" in no input would only say it twice.
+        line = None
+    kind = f.kind if f.status == EXIT_UNUSABLE else "input"
     # A tlog error about an input the verb did not judge (a policy, a key): unusable.
-    return Failure("input", f.message, f.input, f.line, f.run, f.seq, f.checkpoint_size)
+    return Failure(kind, f.message, f.input, line, f.run, f.seq, f.checkpoint_size)
 
 
 def _judge(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ pull-logs`` prints; origins are JSON-quoted (:func:`quote`), since they may hold
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -68,8 +69,12 @@ def fetch_log_list(url: str, timeout: float) -> bytes:
                     raise MalformedError(f"{url} is larger than {MAX_LIST_SIZE} bytes")
                 chunks.append(chunk)
     except requests.RequestException as e:
-        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FetchError(f"{url}: {type(e).__name__}: {detail}") from None
+        text = str(e).strip()
+        # requests wraps urllib3's wrapping of the socket's error in one long repr: the
+        # operator needs the socket's own words ("Connection refused").
+        errno = re.search(r"\[Errno -?\d+\] ([^\"')]+)", text)
+        detail = errno.group(1) if errno else (text.splitlines()[0][:200] if text else "")
+        raise FetchError(f"{url}: {type(e).__name__}: {detail or type(e).__name__}") from None
     return b"".join(chunks)
 
 

@@ -1320,6 +1320,15 @@ def test_unusable_input_and_usage_exit_2(
         assert message in r.err, (argv, r.err)
         assert r.err.count(b"\n") == 1 and r.err.startswith(b"tlog-verify: ")
         assert r.out == b""
+    # The bad policy's line is named once, with its file, not again as a location of its own.
+    r = run_main(capsysbinary, "export", export, "--policy", bad_policy)
+    assert (
+        r.err
+        == (
+            f"tlog-verify: export: UNUSABLE: policy {bad_policy}: line 2: quorum nobody is not"
+            " defined on an earlier line\n"
+        ).encode()
+    )
     # With --json, the report says why.
     r = run_main(capsysbinary, "export", export, "--policy", bad_policy, "--json")
     assert r.status == 2 and r.report["verdict"] == "unusable"
