@@ -182,16 +182,24 @@ def _store_option_group(p: argparse.ArgumentParser, key_help: str, *, before_ver
     """
     none = None if before_verb else argparse.SUPPRESS
     tenant = DEFAULT_TENANT if before_verb else argparse.SUPPRESS
+
+    def shown(text: str) -> str:
+        # The command's help lists them once, in its epilog (MAIN), with more to say.
+        return argparse.SUPPRESS if before_verb else text
+
     g = p.add_argument_group("store options")
     where = g.add_mutually_exclusive_group()
     where.add_argument(
-        "--db", default=none, metavar="PATH", help=f"SQLite store file (env {ENV_DB})"
+        "--db", default=none, metavar="PATH", help=shown(f"SQLite store file (env {ENV_DB})")
     )
     where.add_argument(
-        "--postgres", default=none, metavar="URL", help=f"PostgreSQL URL (env {ENV_POSTGRES})"
+        "--postgres",
+        default=none,
+        metavar="URL",
+        help=shown(f"PostgreSQL URL (env {ENV_POSTGRES})"),
     )
-    g.add_argument("--tenant", default=tenant, metavar="T", help="tenant (default: default)")
-    g.add_argument("--key", default=none, metavar="FILE", help=key_help)
+    g.add_argument("--tenant", default=tenant, metavar="T", help=shown("tenant (default: default)"))
+    g.add_argument("--key", default=none, metavar="FILE", help=shown(key_help))
 
 
 def command_store_options(p: argparse.ArgumentParser) -> None:

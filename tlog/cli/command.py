@@ -65,7 +65,7 @@ from typing import Any
 from tlog.checkpoint import Checkpoint
 from tlog.cli import files as clifiles
 from tlog.cli import run as clirun
-from tlog.cli.files import create_private, input_name, is_stdin, read_input
+from tlog.cli.files import create_private, input_name, is_stdin, read_input, read_key_file
 from tlog.cli.run import Command, Verb, utf8_arg, write_stdout
 from tlog.cosignature import (
     TYPE_COSIGNATURE_V1,
@@ -76,7 +76,7 @@ from tlog.cosignature import (
 )
 from tlog.encoding import b64encode, parse_decimal, parse_hash
 from tlog.errors import MalformedError, UsageError
-from tlog.keys import TYPE_NAMES, AnySigner, format_vkey, generate_key, parse_signer_key, parse_vkey
+from tlog.keys import TYPE_NAMES, AnySigner, format_vkey, generate_key, parse_vkey
 from tlog.merkle import (
     MemoryHashStore,
     consistency_proof,
@@ -160,12 +160,7 @@ def _write_json(obj: object) -> None:
 
 
 def _read_key(path: str) -> AnySigner:
-    data = read_input(path, MAX_KEY_FILE_SIZE)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MalformedError(f"key file {input_name(path)} is not UTF-8") from None
-    return parse_signer_key(text).signer()
+    return read_key_file(path).signer()
 
 
 def _cmd_keygen(args: argparse.Namespace) -> int:
