@@ -67,7 +67,7 @@ from witness.state import LogStatus, WitnessState
 from witness.statuspage import EVIDENCE_PAGE
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_TIMEOUT = 30.0  # seconds for one headless run
+CHROMIUM_TIMEOUT = 120.0  # seconds for one headless run: generous, for a loaded 2-core machine
 PHONE = (412, 915)  # CSS pixels: a phone's window
 FORKED = "example.com/forked"
 QUIET = "example.com/quiet"
