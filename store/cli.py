@@ -82,6 +82,7 @@ from store import (
     BackendError,
     CommitUnknownError,
     CorruptError,
+    DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
     JournalStore,
@@ -575,7 +576,14 @@ _STATUSES = (
     # An export that does not follow its format does not verify (as tlog-verify says).
     Exit((CorruptError, VerificationError, ExportFormatError), EXIT_UNVERIFIED),
     Exit(
-        (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError),
+        (
+            FencedError,
+            LeaseHeldError,
+            LeaseNotHeldError,
+            DuplicateEffectError,
+            DuplicateAdmissionError,
+            RunSealedError,
+        ),
         EXIT_REFUSED,
     ),
 )

@@ -69,7 +69,7 @@ Decisions where the contract leaves room (also in the method docstrings):
   checkpoint text this store formats at that size (so no extension lines); UsageError
   otherwise. It inserts the note as given; the same bytes again change nothing.
 * ``_delete_run_for_test`` deletes what an operator deleting a run would: its records, seal
-  row, exactly-once keys, outcome and activity rows. Its lease row (the epoch memory), log
+  row, exactly-once keys, outcome, activity, admission, source and waiting rows. Its lease row (the epoch memory), log
   position and stored hashes stay: the log never shrinks and never reuses the position.
 """
 
@@ -167,12 +167,21 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
             raise UsageError(f"run {run} has no record {seq}")
 
     def _delete_run_for_test(self, run: str) -> None:
-        """TEST ONLY: delete a run's records, seal row, exactly-once keys, outcome and activity
-        rows; its lease row, log position and stored hashes stay (the position is never
+        """TEST ONLY: delete a run's records, seal row, exactly-once keys, outcome, activity,
+        admission, source and waiting rows; its lease row, log position and stored hashes stay (the position is never
         reused)."""
 
         def work(tx: Tx) -> None:
-            for table in ("journal", "effect_once", "run_seal", "run_outcome", "run_activity"):
+            for table in (
+                "journal",
+                "effect_once",
+                "run_seal",
+                "run_outcome",
+                "run_activity",
+                "run_admission",
+                "run_source",
+                "run_waiting",
+            ):
                 tx.execute(f"DELETE FROM {table} WHERE tenant = ? AND run = ?", (self._tenant, run))  # noqa: S608 - fixed table names
 
         self._write(work)
