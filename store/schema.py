@@ -421,7 +421,8 @@ def upgrade(tx: Tx) -> tuple[str, str]:
 
     Under the engine's init lock, then the version is read: a concurrent upgrader (another
     process opening the same old store) has finished, and this one finds nothing to do. Every
-    statement of :data:`UPGRADES` is idempotent (``IF NOT EXISTS``), and so is a backfill.
+    statement of :data:`UPGRADES` is idempotent (``IF NOT EXISTS``); a backfill runs in the
+    transaction that moves the version, so it runs once.
     """
     tx.dialect.init_lock(tx, OWNER)
     version, _, _ = _meta(tx)

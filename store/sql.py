@@ -69,8 +69,9 @@ Decisions where the contract leaves room (also in the method docstrings):
   checkpoint text this store formats at that size (so no extension lines); UsageError
   otherwise. It inserts the note as given; the same bytes again change nothing.
 * ``_delete_run_for_test`` deletes what an operator deleting a run would: its records, seal
-  row, exactly-once keys, outcome, activity, admission, source and waiting rows. Its lease row (the epoch memory), log
-  position and stored hashes stay: the log never shrinks and never reuses the position.
+  row, exactly-once keys, outcome, activity, admission, source and waiting rows. Its lease row
+  (the epoch memory), log position and stored hashes stay: the log never shrinks and never
+  reuses the position.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
 
     def _delete_run_for_test(self, run: str) -> None:
         """TEST ONLY: delete a run's records, seal row, exactly-once keys, outcome, activity,
-        admission, source and waiting rows; its lease row, log position and stored hashes stay (the position is never
-        reused)."""
+        admission, source and waiting rows; its lease row, log position and stored hashes stay
+        (the position is never reused)."""
 
         def work(tx: Tx) -> None:
             for table in (

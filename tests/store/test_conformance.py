@@ -846,9 +846,9 @@ def test_a_seal_keeps_the_lease_and_the_outcome_index(store: JournalStore) -> No
     store.seal("run-a", lease.epoch, "succeeded")
     with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", LEASE)
-    # The outcome index is written by appends of RunConcluded records, never by seal.
-    assert store.count_by_outcome("succeeded") == 0
-    assert store.runs_by_outcome("succeeded", 10) == []
+    # The seal record is the run's last conclusion, the one the log signs: it is indexed.
+    assert store.count_by_outcome("succeeded") == 1
+    assert store.runs_by_outcome("succeeded", 10) == ["run-a"]
 
 
 # =============================================================================================
