@@ -307,15 +307,25 @@ class JournalWrites(SQLCore):
         afterwards only to be named, by a later statement that sees the winner's commit. On the
         restore path (``restoring``: the records carry given signatures) a held key is not an
         error: an export can hold two runs with one key when the key was retired
-        (``forget_admissions``) and issued again; the first run restored keeps it, and the
-        second is still indexed by its source.
+        (``forget_admissions``) and issued again — retiring is not journaled, so the export
+        cannot say so. The run restored last takes the key: a restore writes sealed runs in log
+        order, then the unsealed ones, so that is the run sealed last or a run still open,
+        which is the reissued holder whenever the retired one was sealed before it.
         """
         t = self._tenant
-        if tx.execute(CLAIM_ADMISSION, (t, key, run, now)) != 1 and not restoring:
-            row = tx.one(
-                "SELECT run FROM run_admission WHERE tenant = ? AND admission_key = ?", (t, key)
+        if tx.execute(CLAIM_ADMISSION, (t, key, run, now)) != 1:
+            if not restoring:
+                row = tx.one(
+                    "SELECT run FROM run_admission WHERE tenant = ? AND admission_key = ?",
+                    (t, key),
+                )
+                holder = None if row is None else stored_run(row[0])
+                raise DuplicateAdmissionError(key, holder, run)
+            tx.execute(
+                "UPDATE run_admission SET run = ?, claimed_at = ?"
+                " WHERE tenant = ? AND admission_key = ?",
+                (run, now, t, key),
             )
-            raise DuplicateAdmissionError(key, None if row is None else stored_run(row[0]), run)
         tx.execute(INSERT_SOURCE, (t, run, split_admission_key(key)[0], now))
 
     def _touch(self, tx: Tx, run: str, now: int) -> None:
