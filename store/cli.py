@@ -11,6 +11,8 @@ Verbs (every one takes the store options below)::
     tlog-store append RUN --epoch E --batch FILE|- [--json]
     tlog-store seal RUN --epoch E --outcome O [--json]
     tlog-store head RUN [--json]
+    tlog-store admitted KEY [--json]
+    tlog-store waiting [--limit N] [--json]
     tlog-store read RUN [--from SEQ] [--json]
     tlog-store verify [RUN ...] [--json]
     tlog-store checkpoint [--unsigned] [--json]
@@ -336,6 +338,29 @@ def _cmd_head(args: argparse.Namespace) -> int:
     return _output(args, as_json, f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
 
 
+def _cmd_admitted(args: argparse.Namespace) -> int:
+    key = ui.parse_text(args.key, "KEY")
+    with _open(args) as store:
+        run = store.admitted_as(key)
+    if run is None:
+        return _output(args, {"key": key, "run": None}, f"{key} is not admitted\n")
+    return _output(args, {"key": key, "run": run}, f"{run}\n")
+
+
+def _cmd_waiting(args: argparse.Namespace) -> int:
+    limit = 100 if args.limit is None else decimal_arg(args.limit, "--limit", 1)
+    with _open(args) as store:
+        waiting = store.waiting_runs(limit)
+    rows = [_jsonable(w) for w in waiting]
+    text = "".join(
+        f"{w.run} until {w.until} "
+        + ("instant" if w.message is None else f"message {w.message}")
+        + "\n"
+        for w in waiting
+    )
+    return _output(args, {"waiting": rows}, text)
+
+
 def _record_json(r: Record) -> bytes:
     obj: dict[str, Any] = {
         "seq": r.seq,
@@ -627,6 +652,16 @@ def command() -> Command:
             verb("append", "append records to a run", ui.APPEND, _cmd_append, ui.append_args),
             verb("seal", "seal a run into the log", ui.SEAL, _cmd_seal, ui.seal_args),
             verb("head", "a run's last seq and hash", ui.HEAD, _cmd_head, ui.run_positional),
+            verb(
+                "admitted",
+                "the run holding an admission key",
+                ui.ADMITTED,
+                _cmd_admitted,
+                ui.admitted_args,
+            ),
+            verb(
+                "waiting", "runs waiting on a suspension", ui.WAITING, _cmd_waiting, ui.waiting_args
+            ),
             verb("read", "print a run's records", ui.READ, _cmd_read, ui.read_args),
             verb("verify", "check runs' chains and seals", ui.VERIFY, _cmd_verify, ui.verify_args),
             verb(

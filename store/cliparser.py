@@ -277,6 +277,14 @@ def seal_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
 
 
+def admitted_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key", metavar="KEY", help="admission key: SOURCE/ID")
+
+
+def waiting_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", metavar="N", help="at most N runs (default 100)")
+
+
 def read_args(p: argparse.ArgumentParser) -> None:
     run_positional(p)
     p.add_argument("--from", dest="from_seq", metavar="SEQ", help="first seq (default 1)")
@@ -478,6 +486,26 @@ records). --json prints run, seq and hash.
 
 examples:
   tlog-store head run-1
+"""
+
+ADMITTED = """\
+Prints the run that holds the admission key KEY (SOURCE/ID: the source and id of a run's
+RunAdmitted record), or 'KEY is not admitted' (still exit 0). A read, not a claim: a run is
+admitted, and a second one refused, by appending its RunAdmitted record. --json prints key and
+run (null when not admitted).
+
+examples:
+  tlog-store admitted billing/inv-981
+"""
+
+WAITING = """\
+Prints the runs whose last record is a RunSuspended, soonest deadline first, at most --limit
+(default 100): 'RUN until T instant' for a run waiting for the instant T, 'RUN until T message
+M' for one waiting for the message with correlation key M until T (whole Unix seconds).
+--json prints {"waiting": [{run, until, message, seq}, ...]}.
+
+examples:
+  tlog-store waiting --limit 20
 """
 
 READ = """\
