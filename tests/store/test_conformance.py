@@ -1606,6 +1606,8 @@ def test_a_limit_must_be_positive(store: JournalStore, limit: int) -> None:
         "runs_by_outcome": lambda: store.runs_by_outcome("failed", limit),
         "case_history": lambda: store.case_history("case-A", limit),
         "recent_runs": lambda: store.recent_runs(None, limit),
+        "recent_runs by source": lambda: store.recent_runs(None, limit, source="billing"),
+        "waiting_runs": lambda: store.waiting_runs(limit),
         "runs": lambda: store.runs(None, limit),
         "abandoned_runs": lambda: store.abandoned_runs(limit),
         "seals": lambda: store.seals(-1, limit),
