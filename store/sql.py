@@ -40,6 +40,14 @@ Decisions where the contract leaves room (also in the method docstrings):
   index alone; when one batch concludes twice, the last conclusion is indexed. Outcomes — a
   seal's, and an indexed conclusion's — follow :func:`tlog.journal.check_outcome` (the export
   format requires it of a sealed run's outcome), else MalformedError and nothing is written.
+* The kinds ``RunAdmitted`` and ``RunSuspended`` (:mod:`tlog.journal`) are held to their
+  shape: one whose ``data`` lacks what the store indexes (a valid ``source`` and ``id``; a
+  valid ``until``, and ``message`` when present) is MalformedError naming its seq, never left
+  unindexed — an admission the index silently missed would admit the duplicate it exists to
+  refuse. A ``RunAdmitted`` that is not the run's first record is MalformedError too (after
+  its key is tried, so a retried admission of a run is told which run holds the key).
+* ``append(..., signatures=…)`` (the restore path) takes a held admission key over instead of
+  refusing it (:meth:`store.writes.JournalWrites._claim_admission` says why).
 * A listing's ``limit`` is at least 1 (UsageError otherwise): a page of 0 would make a
   paging loop spin forever.
 * Labels (lease owners, cancellation actors) are 1-256 characters without control characters;

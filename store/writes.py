@@ -224,11 +224,15 @@ class JournalWrites(SQLCore):
         the transaction. Inside it: the fence (FencedError when the run has a lease row whose
         epoch is not ``epoch``; a run never leased takes any epoch), then the seal
         (RunSealedError),
-        then the records, the exactly-once keys (DuplicateEffectError), the outcome index
-        and the activity index. A malformed record raises MalformedError; nothing is written.
+        then the records, the admission key of a ``RunAdmitted`` (DuplicateAdmissionError;
+        MalformedError when it is not the run's first record), the exactly-once keys
+        (DuplicateEffectError), the outcome index, the activity and source indexes, and the
+        waiting index (set when the batch's last record is a ``RunSuspended``, cleared
+        otherwise). A malformed record raises MalformedError; nothing is written.
 
         ``signatures`` (the restore path), when given, holds one entry per record and replaces
-        the handle's record signer for this batch (see :mod:`store.sql`).
+        the handle's record signer for this batch (see :mod:`store.sql`); on that path a held
+        admission key is taken over instead of refused (:meth:`_claim_admission`).
         """
         given = None if signatures is None else _check_signatures(signatures, len(batch))
         if not batch:
@@ -331,11 +335,10 @@ class JournalWrites(SQLCore):
     def _touch(self, tx: Tx, run: str, now: int) -> None:
         """Record ``now`` as the run's last activity (the activity index, and the source
         index's copy of it)."""
-        params = (self._tenant, run, now)
         tx.execute(
             "INSERT INTO run_activity (tenant, run, updated_at) VALUES (?, ?, ?)"
             " ON CONFLICT (tenant, run) DO UPDATE SET updated_at = excluded.updated_at",
-            params,
+            (self._tenant, run, now),
         )
         tx.execute(
             "UPDATE run_source SET updated_at = ? WHERE tenant = ? AND run = ?",
