@@ -371,7 +371,7 @@ exit status:
      cosignature being published does not verify, or 'prove' of a run that is not sealed
   2  unusable input or usage: malformed data, bad arguments, unreadable file
   3  refused by the store's rules: fenced epoch, lease held or not held, effect already
-     started, run sealed (or sealed with another outcome)
+     started, admission key already issued, run sealed (or sealed with another outcome)
   4  backend trouble: the database failed (nothing written), or the connection failed
      during commit (the write may or may not have been written: read back before retrying)
 Every failure prints one line on standard error: 'tlog-store: VERB: message'.

@@ -789,6 +789,18 @@ def interrupted(store: JournalStore, led: CrashLedger, lines: list[Json]) -> str
     return f"{last['what']} {'landed' if landed else 'lost'}"
 
 
+def settle_run(store: JournalStore, run: str) -> None:
+    """Wait until no transaction holds ``run``'s lock row (``run_state``, store/sql.py's
+    serialisation rule): on PostgreSQL a killed writer's sent COMMIT has then landed or not.
+    (SQLite has no in-flight transaction once the writer's process is gone.)"""
+    if store.is_shared():
+        hooks: Any = store
+        hooks._execute_for_test(
+            "SELECT run FROM run_state WHERE tenant = ? AND run = ? FOR UPDATE",
+            (store.tenant, run),
+        )
+
+
 def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]) -> None:
     """Everything the killed writer reported is there, and the store is whole."""
     touched: set[str] = set()
@@ -826,9 +838,15 @@ def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]
 
     # Records and chains of every run this writer touched.
     for run in touched:
-        # The seal before the records: on PostgreSQL a COMMIT the killed writer had sent may
-        # still land while this reads (the server finishes it), and a seal read after the
-        # records could then name a seal record they do not hold yet.
+        # On PostgreSQL a COMMIT the killed writer had sent may still land while this reads
+        # (the server finishes it): first wait for it, by taking the run's lock row, which
+        # every write to the run holds until it ends. (A statement sent without its COMMIT
+        # rolls back when the server finds the connection gone.) Without the wait, an append
+        # landing after this look is seen by the next writer's takeover as a head the test
+        # never saw.
+        settle_run(store, run)
+        # The seal before the records, all the same: a seal read after the records could
+        # name a seal record they do not hold yet, were anything still in flight.
         seal = store.sealed(run)
         records = store.read(run)
         stored = {r.seq: r.hash.hex() for r in records}
