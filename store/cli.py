@@ -12,6 +12,7 @@ Verbs (every one takes the store options below)::
     tlog-store seal RUN --epoch E --outcome O [--json]
     tlog-store head RUN [--json]
     tlog-store admitted KEY [--json]
+    tlog-store forget-admissions --older-than UNIX_SECONDS [--json]
     tlog-store waiting [--limit N] [--json]
     tlog-store read RUN [--from SEQ] [--json]
     tlog-store verify [RUN ...] [--json]
@@ -347,6 +348,13 @@ def _cmd_admitted(args: argparse.Namespace) -> int:
     return _output(args, {"key": key, "run": run}, f"{run}\n")
 
 
+def _cmd_forget_admissions(args: argparse.Namespace) -> int:
+    older_than = decimal_arg(args.older_than, "--older-than", 0)
+    with _open(args) as store:
+        n = store.forget_admissions(older_than)
+    return _output(args, {"forgotten": n}, f"forgotten {n}\n")
+
+
 def _cmd_waiting(args: argparse.Namespace) -> int:
     limit = 100 if args.limit is None else decimal_arg(args.limit, "--limit", 1)
     with _open(args) as store:
@@ -658,6 +666,13 @@ def command() -> Command:
                 ui.ADMITTED,
                 _cmd_admitted,
                 ui.admitted_args,
+            ),
+            verb(
+                "forget-admissions",
+                "retire old admission keys",
+                ui.FORGET_ADMISSIONS,
+                _cmd_forget_admissions,
+                ui.forget_admissions_args,
             ),
             verb(
                 "waiting", "runs waiting on a suspension", ui.WAITING, _cmd_waiting, ui.waiting_args

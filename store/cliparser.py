@@ -281,6 +281,15 @@ def admitted_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("key", metavar="KEY", help="admission key: SOURCE/ID")
 
 
+def forget_admissions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--older-than",
+        required=True,
+        metavar="UNIX_SECONDS",
+        help="retire the keys claimed before this store-clock time",
+    )
+
+
 def waiting_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", metavar="N", help="at most N runs (default 100)")
 
@@ -496,6 +505,17 @@ run (null when not admitted).
 
 examples:
   tlog-store admitted billing/inv-981
+"""
+
+FORGET_ADMISSIONS = """\
+Retires the tenant's admission keys claimed before --older-than (whole Unix seconds of the
+store clock) and prints 'forgotten N' (--json: {"forgotten": N}). Retiring a key reopens the
+door it closed: a delivery with that key arriving later admits a new run, so the time must be
+older than the emitter's retry horizon. Keys are kept forever unless this is run; the runs keep
+their records and stay listed by their source.
+
+examples:
+  tlog-store forget-admissions --older-than "$(( $(date +%s) - 90 * 86400 ))"
 """
 
 WAITING = """\

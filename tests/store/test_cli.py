@@ -1415,3 +1415,13 @@ def test_admitted_and_waiting(db: str) -> None:
         "seq": 2,
     }
     fails(["waiting", "--db", db, "--limit", "0"], 2)
+    # Keys are retired only when asked (claimed now: nothing is older than 1000).
+    assert ok(["forget-admissions", "--db", db, "--older-than", "1000"]) == b"forgotten 0\n"
+    far = str(2**62)
+    assert json.loads(ok(["forget-admissions", "--db", db, "--older-than", far, "--json"])) == {
+        "forgotten": 1
+    }
+    assert ok(["admitted", "billing/inv-1", "--db", db]) == b"billing/inv-1 is not admitted\n"
+    ok(["append", "r4", "--db", db, "--epoch", "1", *admit])  # the door is open again
+    assert ok(["admitted", "billing/inv-1", "--db", db]) == b"r4\n"
+    fails(["forget-admissions", "--db", db, "--older-than", "-1"], 2)
