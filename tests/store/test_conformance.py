@@ -1228,6 +1228,15 @@ def test_the_first_asker_stays_on_the_record(store: JournalStore, clock: FakeClo
     assert store.cancellation("run-a") == Cancellation("alice", "first", T0)
 
 
+def test_the_actor_is_kept_as_the_label_given(store: JournalStore) -> None:
+    # Provenance is the embedder's to put in the label (store.api, Cancellation): the store
+    # keeps it byte for byte, and establishes nothing about it.
+    for run, actor in (("run-a", "api:alice"), ("run-b", "operator:bob (on call)")):
+        assert store.request_cancel(run, actor, "why") is True
+        cancel = store.cancellation(run)
+        assert cancel is not None and cancel.actor == actor
+
+
 # =============================================================================================
 # record signatures: with a record signer every record is signed; without, none is
 # =============================================================================================
