@@ -91,6 +91,9 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
 * **Abandoned runs**: leases expired and never released, oldest expiry first.
+* **Where a store lives**: a SQLite file, a PostgreSQL schema, or nowhere durable — the
+  ephemeral store (:func:`store.open.open_in_memory`), the same code on SQLite in memory, which
+  leaves nothing behind and cannot outlive a crash (tests and simulations only).
 """
 
 from __future__ import annotations
