@@ -5,11 +5,12 @@ open_store, Append``); each name lives in one module, which documents it:
 
 * open and initialise — :mod:`store.open`: :func:`init_store` (once: the base origin and the
   Ed25519 log key) and :func:`open_store` (a handle for one tenant, on a SQLite file or a
-  PostgreSQL URL);
+  PostgreSQL URL), and :func:`open_in_memory` (an initialised ephemeral store, SQLite in memory);
 * the handle and its records — :mod:`store.api`: :class:`JournalStore`, the contract and its
   guarantees (append, leases and fencing, seal, the log, checkpoints, kept checkpoints), and
   the values it takes and returns: :class:`Append`, :class:`Head`, :class:`Lease`,
-  :class:`Seal`, :class:`Inclusion`, :class:`Cancellation`, and the records it reads,
+  :class:`Seal`, :class:`Inclusion`, :class:`Cancellation`, :class:`WaitingRun`, and the
+  records it reads,
   :class:`Record` (defined with the record format in :mod:`tlog.journal`);
 * records from outside — :mod:`store.batch`: :func:`parse_data` (a record's data as strict
   JSON) and :func:`parse_batch` (the JSON Lines batch format of ``tlog-store append --batch``);
@@ -28,7 +29,8 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`RestoreError`);
 * errors — they live in two modules, and both sets are exported here. :mod:`store.errors` holds
   the store's own, under :class:`StoreError`: :class:`FencedError`, :class:`LeaseHeldError`,
-  :class:`LeaseNotHeldError`, :class:`DuplicateEffectError`, :class:`RunSealedError` and its
+  :class:`LeaseNotHeldError`, :class:`DuplicateEffectError`, :class:`DuplicateAdmissionError`,
+  :class:`RunSealedError` and its
   kind :class:`SealConflictError` (refused by the store's rules), :class:`NotSealedError` (a
   proof of a run not in the log), :class:`CorruptError` (stored data does not verify),
   :class:`CommitUnknownError` and :class:`BackendError` (the database failed). StoreError is a
@@ -58,11 +60,13 @@ if TYPE_CHECKING:
     from store.api import JournalStore as JournalStore
     from store.api import Lease as Lease
     from store.api import Seal as Seal
+    from store.api import WaitingRun as WaitingRun
     from store.batch import parse_batch as parse_batch
     from store.batch import parse_data as parse_data
     from store.errors import BackendError as BackendError
     from store.errors import CommitUnknownError as CommitUnknownError
     from store.errors import CorruptError as CorruptError
+    from store.errors import DuplicateAdmissionError as DuplicateAdmissionError
     from store.errors import DuplicateEffectError as DuplicateEffectError
     from store.errors import FencedError as FencedError
     from store.errors import LeaseHeldError as LeaseHeldError
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
     from store.export import export_store as export_store
     from store.export import restore_store as restore_store
     from store.open import init_store as init_store
+    from store.open import open_in_memory as open_in_memory
     from store.open import open_store as open_store
     from store.prove import NotSealedError as NotSealedError
     from store.prove import prove_run as prove_run
@@ -102,6 +107,7 @@ _MODULE_OF = {
     "Cancellation": "store.api",
     "CommitUnknownError": "store.errors",
     "CorruptError": "store.errors",
+    "DuplicateAdmissionError": "store.errors",
     "DuplicateEffectError": "store.errors",
     "FencedError": "store.errors",
     "Head": "store.api",
@@ -121,6 +127,7 @@ _MODULE_OF = {
     "RunCheck": "store.verify",
     "RunSealedError": "store.errors",
     "Seal": "store.api",
+    "WaitingRun": "store.api",
     "SealConflictError": "store.errors",
     "StoreError": "store.errors",
     "TlogError": "tlog.errors",
@@ -130,6 +137,7 @@ _MODULE_OF = {
     "describe_note": "store.publish",
     "export_store": "store.export",
     "init_store": "store.open",
+    "open_in_memory": "store.open",
     "open_store": "store.open",
     "parse_batch": "store.batch",
     "parse_data": "store.batch",
@@ -151,6 +159,7 @@ __all__ = [
     "Cancellation",
     "CommitUnknownError",
     "CorruptError",
+    "DuplicateAdmissionError",
     "DuplicateEffectError",
     "FencedError",
     "Head",
@@ -175,10 +184,12 @@ __all__ = [
     "TlogError",
     "UsageError",
     "VerificationError",
+    "WaitingRun",
     "all_runs",
     "describe_note",
     "export_store",
     "init_store",
+    "open_in_memory",
     "open_store",
     "parse_batch",
     "parse_data",

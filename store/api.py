@@ -36,8 +36,45 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   sealed. ``append`` refuses the reserved kind ``RunSealed``.
 * **Merkle log**: the RFC 6962 stored hashes (:mod:`tlog.merkle`) are written in the seal's
   transaction, so a checkpoint or a proof costs O(log n) reads, taken in one snapshot.
-* **Outcome index**: derived by ``append`` from ``RunConcluded`` records (``data.outcome``); the
-  last conclusion wins with a fresh ordinal; listings are newest first.
+* **Outcome index**: derived from the records that conclude a run — ``RunConcluded`` records
+  (``data.outcome``), written by ``append``, and the seal record, written by ``seal`` — in
+  the transaction that writes them. The last conclusion wins with a fresh ordinal; listings
+  are newest first. The seal feeds it because its outcome is the one the log signs: the seal
+  record's hash is the run's leaf, so the index follows the signed record, and a sealed run
+  lists under the outcome every checkpoint over it attests, whatever ``RunConcluded`` said
+  before (a run concluded ``failed``, resumed and sealed ``succeeded`` lists as succeeded).
+  ``runs_by_outcome`` and ``count_by_outcome`` read the same rows and refuse alike: a row
+  whose run ID does not parse is :class:`~store.errors.CorruptError` for both (so the count
+  reads every row it counts: counting an outcome every healthy run reaches is a scan the
+  caller chooses).
+* **Admission keys** (:mod:`tlog.journal`, "The admission record"): ``append`` of a run's
+  ``RunAdmitted`` record claims its admission key in its transaction, by the primary key of
+  the derived index (never by a read first): a key the tenant issued already is refused with
+  :class:`~store.errors.DuplicateAdmissionError`, naming the run that holds it, and nothing is
+  written — so two processes admitting one emitter's request at once admit one run.
+  ``admitted_as`` reads the index (a read, not the arbiter: two racing admitters both read
+  None). Keys are kept until ``forget_admissions`` retires them, on request only (retiring a
+  key lets the next ``RunAdmitted`` with it admit a new run: the window must exceed the
+  emitter's retry horizon). Tenant-scoped: two tenants may use one key.
+* **Runs by source**: ``recent_runs(…, source=S)`` lists the runs whose ``RunAdmitted`` names
+  the source S, in ``recent_runs``' order, tie-break and cursor; the source index is written
+  with the ``RunAdmitted`` and moved with the run's activity by every append (and the seal).
+  A source is never forgotten: ``forget_admissions`` leaves it.
+* **Waiting runs**: a run is waiting while its last record is a ``RunSuspended``
+  (:func:`tlog.journal.suspension_of`): every append sets or clears the run's row of the
+  derived index, and the seal clears it. ``waiting_runs`` lists them soonest ``until`` first
+  (ties by run ID), bounded.
+* **Derived indexes rebuild**: the outcome, activity, admission, source and waiting indexes
+  are written from records by ``append`` and ``seal`` only, so a restore (which replays every
+  record through them) rebuilds them; the export carries none of them.
+* **One clock per row**: every time a store writes (lease expiry, activity, claim and
+  cancellation times) and every time it compares (lease expiry, ``abandoned_runs``) is the
+  *store clock* of the handle: the injected ``clock`` when given, else PostgreSQL's server
+  clock or the process clock on SQLite. The injected clock is for tests and simulations (the
+  ephemeral store): every handle on one database must use the same clock — all the same
+  injected clock, or none — because a lease stamped by one clock and judged by another is how
+  a live owner's run is recovered from under it. The store cannot tell two handles' clocks
+  apart, so this rule is the caller's.
 * **Restore** (:mod:`store.export`): ``append`` and ``seal`` may be given the records'
   signatures (the exported ones) instead of signing them, and ``import_checkpoint`` keeps an
   exported checkpoint note as is, once the rebuilt log gives its text.
@@ -48,10 +85,15 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
   declared witness keys (``remember_witness_keys``); an export declares every remembered key
   (``remembered_witness_keys``), so it needs no witness key from its caller. At most one key
   per (key name, key ID), never the log's; a remembered key is never forgotten.
-* **Cancellation requests** are unfenced; the first asker wins.
+* **Cancellation requests** are unfenced; the first asker wins. The actor is a label the caller
+  gives (1-256 characters), kept as given: the store does not establish who asked, so a
+  reader takes it as the asker's claim (see :class:`Cancellation`).
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
 * **Abandoned runs**: leases expired and never released, oldest expiry first.
+* **Where a store lives**: a SQLite file, a PostgreSQL schema, or nowhere durable — the
+  ephemeral store (:func:`store.open.open_in_memory`), the same code on SQLite in memory, which
+  leaves nothing behind and cannot outlive a crash (tests and simulations only).
 """
 
 from __future__ import annotations
@@ -141,8 +183,28 @@ class Inclusion:
 
 
 @dataclass(frozen=True)
+class WaitingRun:
+    """A run whose last record is a suspension (record ``seq``): it waits for the instant
+    ``until`` (``message`` None), or for the message with the correlation key ``message`` until
+    the deadline ``until`` (whole Unix seconds). The two fail differently: an instant not yet
+    come is the system working; a message that never came is a correlation to investigate."""
+
+    run: str
+    until: int
+    message: str | None
+    seq: int
+
+
+@dataclass(frozen=True)
 class Cancellation:
-    """The first request to cancel a run."""
+    """The first request to cancel a run.
+
+    ``actor`` is the label its caller gave, not an identity the store established: the store
+    has no authentication of its own (a caller holding the database can write any label), so
+    provenance — who asked, as what — is the embedder's to put in the label (for example
+    ``api:alice`` or ``operator:bob``) and to trust accordingly; a run's owner that journals the
+    request into its chain makes it part of the signed history (when records are signed, the
+    record's signature says which writer recorded it)."""
 
     actor: str
     reason: str
@@ -364,8 +426,26 @@ class JournalStore(abc.ABC):
         """Records of a case, in (run, seq) order, each hash-checked."""
 
     @abc.abstractmethod
-    def recent_runs(self, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
-        """(run, updated_at) by updated_at DESC, run DESC, strictly after the cursor."""
+    def recent_runs(
+        self, after: tuple[int, str] | None, limit: int, *, source: str | None = None
+    ) -> list[tuple[str, int]]:
+        """(run, updated_at) by updated_at DESC, run DESC, strictly after the cursor; with
+        ``source``, only the runs whose ``RunAdmitted`` names that source (same order, tie-break
+        and cursor)."""
+
+    @abc.abstractmethod
+    def admitted_as(self, key: str) -> str | None:
+        """The run holding the admission key ``key`` (``<source>/<id>``), or None."""
+
+    @abc.abstractmethod
+    def forget_admissions(self, older_than: int) -> int:
+        """Retire the admission keys claimed before ``older_than`` (store-clock seconds);
+        return how many."""
+
+    @abc.abstractmethod
+    def waiting_runs(self, limit: int) -> list[WaitingRun]:
+        """The runs whose last record is a suspension, soonest ``until`` first, at most
+        ``limit``."""
 
     @abc.abstractmethod
     def runs(self, after: str | None, limit: int) -> list[str]:

@@ -11,6 +11,9 @@ Verbs (every one takes the store options below)::
     tlog-store append RUN --epoch E --batch FILE|- [--json]
     tlog-store seal RUN --epoch E --outcome O [--json]
     tlog-store head RUN [--json]
+    tlog-store admitted KEY [--json]
+    tlog-store forget-admissions --older-than UNIX_SECONDS [--json]
+    tlog-store waiting [--limit N] [--json]
     tlog-store read RUN [--from SEQ] [--json]
     tlog-store verify [RUN ...] [--json]
     tlog-store checkpoint [--unsigned] [--json]
@@ -82,6 +85,7 @@ from store import (
     BackendError,
     CommitUnknownError,
     CorruptError,
+    DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
     JournalStore,
@@ -337,6 +341,36 @@ def _cmd_head(args: argparse.Namespace) -> int:
     return _output(args, as_json, f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
 
 
+def _cmd_admitted(args: argparse.Namespace) -> int:
+    key = ui.parse_text(args.key, "KEY")
+    with _open(args) as store:
+        run = store.admitted_as(key)
+    if run is None:
+        return _output(args, {"key": key, "run": None}, f"{key} is not admitted\n")
+    return _output(args, {"key": key, "run": run}, f"{run}\n")
+
+
+def _cmd_forget_admissions(args: argparse.Namespace) -> int:
+    older_than = decimal_arg(args.older_than, "--older-than", 0)
+    with _open(args) as store:
+        n = store.forget_admissions(older_than)
+    return _output(args, {"forgotten": n}, f"forgotten {n}\n")
+
+
+def _cmd_waiting(args: argparse.Namespace) -> int:
+    limit = 100 if args.limit is None else decimal_arg(args.limit, "--limit", 1)
+    with _open(args) as store:
+        waiting = store.waiting_runs(limit)
+    rows = [_jsonable(w) for w in waiting]
+    text = "".join(
+        f"{w.run} until {w.until} "
+        + ("instant" if w.message is None else f"message {w.message}")
+        + "\n"
+        for w in waiting
+    )
+    return _output(args, {"waiting": rows}, text)
+
+
 def _record_json(r: Record) -> bytes:
     obj: dict[str, Any] = {
         "seq": r.seq,
@@ -577,7 +611,14 @@ _STATUSES = (
     # An export that does not follow its format does not verify (as tlog-verify says).
     Exit((CorruptError, VerificationError, ExportFormatError), EXIT_UNVERIFIED),
     Exit(
-        (FencedError, LeaseHeldError, LeaseNotHeldError, DuplicateEffectError, RunSealedError),
+        (
+            FencedError,
+            LeaseHeldError,
+            LeaseNotHeldError,
+            DuplicateEffectError,
+            DuplicateAdmissionError,
+            RunSealedError,
+        ),
         EXIT_REFUSED,
     ),
 )
@@ -621,6 +662,23 @@ def command() -> Command:
             verb("append", "append records to a run", ui.APPEND, _cmd_append, ui.append_args),
             verb("seal", "seal a run into the log", ui.SEAL, _cmd_seal, ui.seal_args),
             verb("head", "a run's last seq and hash", ui.HEAD, _cmd_head, ui.run_positional),
+            verb(
+                "admitted",
+                "the run holding an admission key",
+                ui.ADMITTED,
+                _cmd_admitted,
+                ui.admitted_args,
+            ),
+            verb(
+                "forget-admissions",
+                "retire old admission keys",
+                ui.FORGET_ADMISSIONS,
+                _cmd_forget_admissions,
+                ui.forget_admissions_args,
+            ),
+            verb(
+                "waiting", "runs waiting on a suspension", ui.WAITING, _cmd_waiting, ui.waiting_args
+            ),
             verb("read", "print a run's records", ui.READ, _cmd_read, ui.read_args),
             verb("verify", "check runs' chains and seals", ui.VERIFY, _cmd_verify, ui.verify_args),
             verb(

@@ -300,6 +300,23 @@ def seal_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--outcome", required=True, metavar="O", help="the run's outcome")
 
 
+def admitted_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key", metavar="KEY", help="admission key: SOURCE/ID")
+
+
+def forget_admissions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--older-than",
+        required=True,
+        metavar="UNIX_SECONDS",
+        help="retire the keys claimed before this store-clock time",
+    )
+
+
+def waiting_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", metavar="N", help="at most N runs (default 100)")
+
+
 def read_args(p: argparse.ArgumentParser) -> None:
     run_positional(p)
     p.add_argument("--from", dest="from_seq", metavar="SEQ", help="first seq (default 1)")
@@ -386,7 +403,7 @@ exit status:
      cosignature being published does not verify, or 'prove' of a run that is not sealed
   2  unusable input or usage: malformed data, bad arguments, unreadable file
   3  refused by the store's rules: fenced epoch, lease held or not held, effect already
-     started, run sealed (or sealed with another outcome)
+     started, admission key already issued, run sealed (or sealed with another outcome)
   4  backend trouble: the database failed (nothing written), or the connection failed
      during commit (the write may or may not have been written: read back before retrying)
 Every failure prints one line on standard error: 'tlog-store: VERB: message'.
@@ -501,6 +518,37 @@ records). --json prints run, seq and hash.
 
 examples:
   tlog-store head run-1
+"""
+
+ADMITTED = """\
+Prints the run that holds the admission key KEY (SOURCE/ID: the source and id of a run's
+RunAdmitted record), or 'KEY is not admitted' (still exit 0). A read, not a claim: a run is
+admitted, and a second one refused, by appending its RunAdmitted record. --json prints key and
+run (null when not admitted).
+
+examples:
+  tlog-store admitted billing/inv-981
+"""
+
+FORGET_ADMISSIONS = """\
+Retires the tenant's admission keys claimed before --older-than (whole Unix seconds of the
+store clock) and prints 'forgotten N' (--json: {"forgotten": N}). Retiring a key reopens the
+door it closed: a delivery with that key arriving later admits a new run, so the time must be
+older than the emitter's retry horizon. Keys are kept forever unless this is run; the runs keep
+their records and stay listed by their source.
+
+examples:
+  tlog-store forget-admissions --older-than "$(( $(date +%s) - 90 * 86400 ))"
+"""
+
+WAITING = """\
+Prints the runs whose last record is a RunSuspended, soonest deadline first, at most --limit
+(default 100): 'RUN until T instant' for a run waiting for the instant T, 'RUN until T message
+M' for one waiting for the message with correlation key M until T (whole Unix seconds).
+--json prints {"waiting": [{run, until, message, seq}, ...]}.
+
+examples:
+  tlog-store waiting --limit 20
 """
 
 READ = """\

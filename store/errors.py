@@ -17,6 +17,8 @@ classes in :mod:`store.cli` only. The two failures of the database are the stora
  LeaseNotHeldError      ``renew`` refused (released, lapsed, other owner or epoch): stop
  DuplicateEffectError   a second ``EffectStarted`` for one (run, effect key): the effect
                         already started; exactly-once is holding
+ DuplicateAdmissionError  a ``RunAdmitted`` whose admission key the tenant already issued:
+                        the emitter's request was admitted before, as ``holder``; use that run
  RunSealedError         an append to a sealed run, even under the current epoch
  SealConflictError      a seal of a sealed run with another outcome (a RunSealedError): the
                         first seal stands; a re-seal with its outcome is not an error
@@ -86,6 +88,19 @@ class DuplicateEffectError(StoreError):
         super().__init__(f"run {run}: effect {effect_key!r} has already started")
         self.run = run
         self.effect_key = effect_key
+
+
+class DuplicateAdmissionError(StoreError):
+    """A ``RunAdmitted`` record for run ``run`` names the admission key ``key``, which this
+    tenant issued to run ``holder`` (None when the key was retired in the instant between the
+    refusal and the read that names the holder)."""
+
+    def __init__(self, key: str, holder: str | None, run: str) -> None:
+        held = f"run {holder}" if holder is not None else "another run"
+        super().__init__(f"admission key {key!r} is held by {held}: run {run} is not admitted")
+        self.key = key
+        self.holder = holder
+        self.run = run
 
 
 class RunSealedError(StoreError):
@@ -169,6 +184,7 @@ __all__ = [
     "BackendError",
     "CommitUnknownError",
     "CorruptError",
+    "DuplicateAdmissionError",
     "DuplicateEffectError",
     "FencedError",
     "LeaseHeldError",

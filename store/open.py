@@ -6,7 +6,8 @@ whose log has the origin ``<base origin>/<tenant>`` and whose checkpoints are si
 log key under that name.
 
 ``db`` is a SQLite file path (the embedded default); ``postgres`` is a libpq connection string
-or URL (``postgresql://user@host:5432/db``); exactly one is given.
+or URL (``postgresql://user@host:5432/db``); exactly one is given. :func:`open_in_memory` is
+the third place a store can live: nowhere durable (tests and simulations).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 from store.api import JournalStore
 from tlog.errors import UsageError
-from tlog.keys import SignerKey
+from tlog.keys import SignerKey, generate_key
 from tlog.note import Ed25519Signer
 
 Clock = Callable[[], int]
@@ -71,3 +72,31 @@ def open_store(
 
     assert postgres is not None
     return PostgresStore(postgres, tenant=tenant, key=key, record_signer=record_signer, clock=clock)
+
+
+EPHEMERAL_ORIGIN = "localhost/ephemeral"
+"""The base origin of an ephemeral store opened without one."""
+
+
+def open_in_memory(
+    *,
+    origin: str = EPHEMERAL_ORIGIN,
+    tenant: str = "default",
+    key: SignerKey | None = None,
+    record_signer: Ed25519Signer | None = None,
+    clock: Clock | None = None,
+) -> JournalStore:
+    """An initialised store that lives in memory only (SQLite), for tests and simulations.
+
+    It is the whole contract (the same code as a SQLite file) on a database that nothing else
+    can reach and that disappears when the handle is closed or the process ends: it leaves
+    nothing behind, and **cannot outlive a crash** — never use it for a journal that must be
+    kept (export it first: :func:`store.export.export_store`). ``key`` is the log key (a fresh
+    one when omitted, so that checkpoints can be signed); the other arguments are
+    :func:`open_store`'s. Each call opens a new, empty store.
+    """
+    from store.sqlite import MemoryStore  # noqa: PLC0415
+
+    if key is None:
+        key = generate_key(origin)
+    return MemoryStore(origin, key, tenant=tenant, record_signer=record_signer, clock=clock)

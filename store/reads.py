@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from store.api import Cancellation, Head, Inclusion, Seal
+from store.api import Cancellation, Head, Inclusion, Seal, WaitingRun
 from store.db import Tx, check_int
 from store.errors import CorruptError, NotSealedError
 from store.schema import (
@@ -24,8 +24,14 @@ from store.schema import (
 from store.sqlcore import SQLCore
 from tlog import merkle
 from tlog.checkpoint import Checkpoint
-from tlog.errors import UsageError
-from tlog.journal import Record, check_case_id, check_run_id
+from tlog.errors import MalformedError, UsageError
+from tlog.journal import (
+    Record,
+    check_case_id,
+    check_run_id,
+    check_source,
+    split_admission_key,
+)
 
 
 class JournalReads(SQLCore):
@@ -214,17 +220,19 @@ class JournalReads(SQLCore):
         return [stored_run(r[0]) for r in rows]
 
     def count_by_outcome(self, outcome: str) -> int:
-        """How many runs' last conclusion is ``outcome`` (an exact count)."""
+        """How many runs' last conclusion is ``outcome`` (an exact count).
+
+        Reads every row it counts, and refuses a run ID that does not parse (CorruptError), as
+        :meth:`runs_by_outcome` does: a count of rows nobody can list would be a backlog no
+        page shows (see :mod:`store.api`, "Outcome index")."""
         if not isinstance(outcome, str):
             raise UsageError("an outcome is a string")
-        row = self._read(
-            lambda tx: tx.one(
-                "SELECT COUNT(*) FROM run_outcome WHERE tenant = ? AND outcome = ?",
-                (self._tenant, outcome),
-            )
+        rows = self._tenant_rows(
+            "SELECT run FROM run_outcome WHERE tenant = ? AND outcome = ?", outcome
         )
-        assert row is not None
-        return stored_int(row[0], "count")
+        for r in rows:
+            stored_run(r[0])
+        return len(rows)
 
     def case_history(self, case: str, limit: int) -> list[Record]:
         """Records of ``case`` in (run, seq) order, at most ``limit``, each hash-checked."""
@@ -239,17 +247,29 @@ class JournalReads(SQLCore):
         )
         return [record(stored_run(r[0]), r[1:]) for r in rows]
 
-    def recent_runs(self, after: tuple[int, str] | None, limit: int) -> list[tuple[str, int]]:
+    def recent_runs(
+        self, after: tuple[int, str] | None, limit: int, *, source: str | None = None
+    ) -> list[tuple[str, int]]:
         """(run, updated_at) by (updated_at DESC, run DESC), strictly after the cursor
-        ``after = (updated_at, run)``."""
+        ``after = (updated_at, run)``.
+
+        With ``source`` (:func:`tlog.journal.check_source`), the runs admitted from that source,
+        read from the source index (``run_source``, which holds the same times as
+        ``run_activity``) by the same query: so the order, the tie-break and the cursor are
+        the same, and a page costs that source's rows, not the tenant's."""
         check_int(limit, "limit", 1)
         t = self._tenant
+        table, where = "run_activity", "tenant = ?"
+        head: tuple[Any, ...] = (t,)
+        if source is not None:
+            check_source(source)
+            table, where, head = "run_source", "tenant = ? AND source = ?", (t, source)
         if after is None:
             sql = (
-                "SELECT run, updated_at FROM run_activity WHERE tenant = ?"
+                f"SELECT run, updated_at FROM {table} WHERE {where}"  # noqa: S608 - constants
                 " ORDER BY updated_at DESC, run DESC LIMIT ?"
             )
-            params: tuple[Any, ...] = (t, limit)
+            params: tuple[Any, ...] = (*head, limit)
         else:
             if not isinstance(after, tuple | list) or len(after) != 2:
                 raise UsageError("the cursor is a tuple (updated_at, run)")
@@ -257,13 +277,13 @@ class JournalReads(SQLCore):
             if not isinstance(after[1], str):
                 raise UsageError("the cursor's run is a string")
             sql = (
-                "SELECT run, updated_at FROM run_activity WHERE tenant = ?"
+                f"SELECT run, updated_at FROM {table} WHERE {where}"  # noqa: S608 - constants
                 # Strictly after (at, run) in (updated_at DESC, run DESC) order; the first
                 # term lets the index seek instead of scanning the newer rows.
                 " AND updated_at <= ? AND (updated_at < ? OR run < ?)"
                 " ORDER BY updated_at DESC, run DESC LIMIT ?"
             )
-            params = (t, at, at, after[1], limit)
+            params = (*head, at, at, after[1], limit)
         rows = self._read(lambda tx: tx.all(sql, params))
         return [(stored_run(r[0]), stored_int(r[1], "activity time")) for r in rows]
 
@@ -278,6 +298,43 @@ class JournalReads(SQLCore):
             limit,
         )
         return [stored_run(r[0]) for r in rows]
+
+    def admitted_as(self, key: str) -> str | None:
+        """The run holding the admission key ``key``, or None (a read: the arbiter of a race
+        is the claim inside :meth:`append`, not this)."""
+        try:
+            split_admission_key(key)
+        except MalformedError as e:
+            raise UsageError(str(e)) from None
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT run FROM run_admission WHERE tenant = ? AND admission_key = ?",
+                (self._tenant, key),
+            )
+        )
+        return None if row is None else stored_run(row[0])
+
+    def waiting_runs(self, limit: int) -> list[WaitingRun]:
+        """The runs whose last record is a suspension, by (until, run), at most ``limit``."""
+        check_int(limit, "limit", 1)
+        rows = self._tenant_rows(
+            "SELECT run, until_at, message, seq FROM run_waiting WHERE tenant = ?"
+            " ORDER BY until_at, run LIMIT ?",
+            limit,
+        )
+        out = []
+        for r in rows:
+            run = stored_run(r[0])
+            message = None if r[2] is None else stored_text(r[2], "awaited message", run)
+            out.append(
+                WaitingRun(
+                    run,
+                    stored_int(r[1], "suspension deadline", run),
+                    message,
+                    stored_int(r[3], "suspension seq", run, 1),
+                )
+            )
+        return out
 
     def cancellation(self, run: str) -> Cancellation | None:
         """The first cancellation request for ``run``, or None."""

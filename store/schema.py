@@ -26,6 +26,12 @@ key)::
     run_cancel   (tenant, run, actor, reason, requested_at)          PK (tenant, run)
     witness_key  (tenant, name, key_id, vkey, first_seen)            PK (tenant, name,
                  key_id): the witness keys the tenant's exports declare (below)
+    run_admission (tenant, admission_key, run, claimed_at)           PK (tenant,
+                 admission_key), index (tenant, claimed_at): the admission keys (below)
+    run_source   (tenant, run, source, updated_at)      PK (tenant, run), index (tenant,
+                 source, updated_at DESC, run DESC): recent runs by source (below)
+    run_waiting  (tenant, run, until_at, message, seq)  PK (tenant, run), index (tenant,
+                 until_at, run): the waiting runs (below)
 
 Text keys (tenant, run, case) compare bytewise (SQLite's BINARY, PostgreSQL ``COLLATE "C"``),
 so database order equals Python's ``str`` order and paging cursors agree with the database.
@@ -41,6 +47,19 @@ by ``add_cosignatures`` in the transaction that keeps the line, and by a restore
 remembered. An export declares them all, so that a store which published to witnesses exports
 without being told their keys again.
 
+The three tables of version 4 are *derived* from records, written by ``append`` (and ``seal``)
+in the transaction that writes the records, so a restore, which replays the records through
+``append``, rebuilds them. ``run_admission`` holds the admission key of every run whose first
+record is a ``RunAdmitted`` (:func:`tlog.journal.admission_of`), with the run holding it; its
+primary key is what refuses a second run with the key. ``claimed_at`` is the store clock when
+it was claimed, used only by ``forget_admissions``, which deletes rows (the only deletion of
+a derived row that is not a later record's doing). ``run_source`` holds the source of the same
+runs, never deleted, and the run's last activity time, moved with ``run_activity``.
+``run_waiting`` holds the runs whose last record is a ``RunSuspended``
+(:func:`tlog.journal.suspension_of`): ``until_at`` and ``message`` from its data, ``seq`` its
+seq; the row is deleted by the next append or the seal. The upgrade from version 3 backfills
+all three from the journal (:func:`backfill_v4`).
+
 The tables are created by :func:`store.db.create_tables` (one write transaction, under the
 engine's init lock for :data:`OWNER`); ``meta`` is read back by :func:`open_meta` on every
 open, which first brings a store of an older schema version that this code upgrades
@@ -53,21 +72,33 @@ when known.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from store.db import Session, StoredValues, Tx
 from store.errors import BackendError, CommitUnknownError, CorruptError
 from tlog.errors import MalformedError, UsageError
-from tlog.journal import Record, RecordSignature, chain_hash, check_run_id
+from tlog.journal import (
+    KIND_RUN_ADMITTED,
+    KIND_RUN_SUSPENDED,
+    Record,
+    RecordSignature,
+    admission_of,
+    chain_hash,
+    check_run_id,
+    decode_body,
+    split_admission_key,
+    suspension_of,
+)
 from tlog.note import Signature, parse_note
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the schema below, recorded in ``meta``. A store of version 2 is upgraded when it is
 opened or initialised (:data:`UPGRADES`); one of any other version is refused. Version 2: a seal
 appends the run's seal record (kind ``RunSealed``), whose hash is the sealed head; a version-1
 store's seals have none, and its exports would not verify. Version 3: the table
-``witness_key``."""
+``witness_key``. Version 4: the tables ``run_admission``, ``run_source`` and
+``run_waiting``."""
 
 OWNER = "tlog-store"
 """The schema's name for the engine's init lock."""
@@ -93,6 +124,10 @@ CONSTRAINTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "run_activity_pk": ("run_activity", ("tenant", "run")),
     "run_cancel_pk": ("run_cancel", ("tenant", "run")),
     "witness_key_pk": ("witness_key", ("tenant", "name", "key_id")),
+    # issue 13: admissions, sources, waiting
+    "run_admission_pk": ("run_admission", ("tenant", "admission_key")),
+    "run_source_pk": ("run_source", ("tenant", "run")),
+    "run_waiting_pk": ("run_waiting", ("tenant", "run")),
 }
 """Every unique constraint of the schema: name -> (table, columns). Dialects report these names."""
 
@@ -104,6 +139,74 @@ WITNESS_KEY_DDL = """CREATE TABLE IF NOT EXISTS witness_key (
         first_seen BIGINT NOT NULL,
         CONSTRAINT witness_key_pk PRIMARY KEY (tenant, name, key_id))"""
 """The table of version 3: in :data:`DDL`, and the upgrade from version 2."""
+
+# issue 13: admissions, sources, waiting
+ADMISSION_DDL = (
+    """CREATE TABLE IF NOT EXISTS run_admission (
+        tenant {key} NOT NULL,
+        admission_key {key} NOT NULL,
+        run {key} NOT NULL,
+        claimed_at BIGINT NOT NULL,
+        CONSTRAINT run_admission_pk PRIMARY KEY (tenant, admission_key))""",
+    """CREATE INDEX IF NOT EXISTS run_admission_claimed
+        ON run_admission (tenant, claimed_at)""",
+    """CREATE TABLE IF NOT EXISTS run_source (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        source {key} NOT NULL,
+        updated_at BIGINT NOT NULL,
+        CONSTRAINT run_source_pk PRIMARY KEY (tenant, run)){compact}""",
+    """CREATE INDEX IF NOT EXISTS run_source_recent
+        ON run_source (tenant, source, updated_at DESC, run DESC)""",
+    """CREATE TABLE IF NOT EXISTS run_waiting (
+        tenant {key} NOT NULL,
+        run {key} NOT NULL,
+        until_at BIGINT NOT NULL,
+        message TEXT,
+        seq BIGINT NOT NULL,
+        CONSTRAINT run_waiting_pk PRIMARY KEY (tenant, run))""",
+    """CREATE INDEX IF NOT EXISTS run_waiting_due
+        ON run_waiting (tenant, until_at, run)""",
+)
+"""The tables of version 4 (see the module docstring): in :data:`DDL`, and the upgrade from
+version 3."""
+
+CLAIM_ADMISSION = (
+    "INSERT INTO run_admission (tenant, admission_key, run, claimed_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (tenant, admission_key) DO NOTHING"
+)
+"""Claim an admission key: one row written, or none when the key is held (the arbiter)."""
+
+INSERT_SOURCE = (
+    "INSERT INTO run_source (tenant, run, source, updated_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (tenant, run) DO NOTHING"
+)
+UPSERT_WAITING = (
+    "INSERT INTO run_waiting (tenant, run, until_at, message, seq) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (tenant, run) DO UPDATE SET until_at = excluded.until_at,"
+    " message = excluded.message, seq = excluded.seq"
+)
+CLEAR_WAITING = "DELETE FROM run_waiting WHERE tenant = ? AND run = ?"
+
+
+def index_outcome(tx: Tx, tenant: str, run: str, outcome: str) -> None:
+    """Make ``outcome`` the run's last conclusion in the outcome index, with a fresh ordinal
+    (the per-tenant counter :data:`CONCLUSION_COUNTER`, incremented by an upsert)."""
+    row = tx.one(
+        "INSERT INTO counter (tenant, name, value) VALUES (?, ?, 1)"
+        " ON CONFLICT (tenant, name) DO UPDATE SET value = counter.value + 1"
+        " RETURNING value",
+        (tenant, CONCLUSION_COUNTER),
+    )
+    assert row is not None
+    ordinal = stored_int(row[0], "conclusion ordinal", lo=1)
+    tx.execute(
+        "INSERT INTO run_outcome (tenant, run, outcome, ordinal) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (tenant, run) DO UPDATE"
+        " SET outcome = excluded.outcome, ordinal = excluded.ordinal",
+        (tenant, run, outcome, ordinal),
+    )
+
 
 # The DDL, with the dialect's column types substituted for {blob} (bytes), {key} (text that
 # orders bytewise), {bool} and {compact} (a table-storage suffix for small keyed rows).
@@ -202,15 +305,67 @@ DDL = (
         requested_at BIGINT NOT NULL,
         CONSTRAINT run_cancel_pk PRIMARY KEY (tenant, run))""",
     WITNESS_KEY_DDL,
+    # issue 13: admissions, sources, waiting
+    *ADMISSION_DDL,
 )
 
-UPGRADES: dict[int, tuple[str, ...]] = {
+Upgrade = str | Callable[[Tx], None]
+"""One step of an upgrade: a statement (``{type}`` names as in :data:`DDL`), or a function of
+the upgrade's transaction (a backfill)."""
+
+
+# issue 13: admissions, sources, waiting
+def backfill_v4(tx: Tx) -> None:
+    """Fill the derived tables of version 4 from the journal of a version-3 store, as ``append``
+    would have: the admission key and source of every run whose record 1 is a well-formed
+    ``RunAdmitted`` (claimed at the run's last activity time, the latest it can have been
+    claimed, so ``forget_admissions`` errs towards keeping it; a key two runs name is held by
+    the first in (tenant, run) order), the waiting runs (last record a well-formed
+    ``RunSuspended``), and the outcome of every sealed run in log order (the outcome index
+    follows the seal record since version 4). Records of these kinds that are not well formed
+    were written before the kinds meant anything to the store, and are left unindexed."""
+    for tenant, run, raw, updated_at in tx.all(
+        "SELECT j.tenant, j.run, j.raw, a.updated_at FROM journal AS j"
+        " JOIN run_activity AS a ON a.tenant = j.tenant AND a.run = j.run"
+        " WHERE j.kind = ? AND j.seq = 1 ORDER BY j.tenant, j.run",
+        (KIND_RUN_ADMITTED,),
+    ):
+        try:
+            key = admission_of(decode_body(raw))
+        except MalformedError:
+            continue
+        assert key is not None
+        tx.execute(CLAIM_ADMISSION, (tenant, key, run, updated_at))
+        tx.execute(INSERT_SOURCE, (tenant, run, split_admission_key(key)[0], updated_at))
+    for tenant, run, seq, raw in tx.all(
+        "SELECT j.tenant, j.run, j.seq, j.raw FROM journal AS j WHERE j.kind = ? AND j.seq ="
+        " (SELECT MAX(k.seq) FROM journal AS k WHERE k.tenant = j.tenant AND k.run = j.run)",
+        (KIND_RUN_SUSPENDED,),
+    ):
+        try:
+            wait = suspension_of(decode_body(raw))
+        except MalformedError:
+            continue
+        assert wait is not None
+        tx.execute(UPSERT_WAITING, (tenant, run, wait.until, wait.message, seq))
+    for tenant, run, outcome in tx.all(
+        "SELECT tenant, run, outcome FROM run_seal ORDER BY tenant, position"
+    ):
+        index_outcome(tx, tenant, run, outcome)
+
+
+UPGRADES: dict[int, tuple[Upgrade, ...]] = {
     # 2 -> 3: the remembered witness keys (an upgraded store remembers none yet: the keys of the
     # cosignatures it kept before are remembered when they are merged again, or declared).
     2: (WITNESS_KEY_DDL,),
+    3: (
+        # issue 13: admissions, sources, waiting
+        *ADMISSION_DDL,
+        backfill_v4,
+    ),
 }
-"""Statements that take a store from schema version N to N + 1 (``{type}`` names as in
-:data:`DDL`), run by :func:`upgrade` in one write transaction."""
+"""Steps that take a store from schema version N to N + 1 (:data:`Upgrade`), run by
+:func:`upgrade` in one write transaction."""
 
 
 def schema(types: dict[str, str]) -> list[str]:
@@ -266,15 +421,19 @@ def upgrade(tx: Tx) -> tuple[str, str]:
 
     Under the engine's init lock, then the version is read: a concurrent upgrader (another
     process opening the same old store) has finished, and this one finds nothing to do. Every
-    statement of :data:`UPGRADES` is idempotent (``IF NOT EXISTS``).
+    statement of :data:`UPGRADES` is idempotent (``IF NOT EXISTS``); a backfill runs in the
+    transaction that moves the version, so it runs once.
     """
     tx.dialect.init_lock(tx, OWNER)
     version, _, _ = _meta(tx)
     if _upgradable(version):
         assert isinstance(version, int)
         while version < SCHEMA_VERSION:
-            for stmt in UPGRADES[version]:
-                tx.execute(stmt.format(**tx.dialect.types))
+            for step in UPGRADES[version]:
+                if isinstance(step, str):
+                    tx.execute(step.format(**tx.dialect.types))
+                else:
+                    step(tx)
             version += 1
         tx.execute("UPDATE meta SET schema_version = ? WHERE singleton = 1", (version,))
     return read_meta(tx)
@@ -390,18 +549,26 @@ def record(run: str, row: Sequence[Any]) -> Record:
 
 
 __all__ = [
+    "ADMISSION_DDL",
+    "CLAIM_ADMISSION",
+    "CLEAR_WAITING",
     "CONCLUSION_COUNTER",
     "CONSTRAINTS",
     "DDL",
     "INSERT_RECORD",
+    "INSERT_SOURCE",
     "NOT_INITIALISED",
     "OWNER",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
     "STORED",
     "UPGRADES",
+    "UPSERT_WAITING",
     "WITNESS_KEY_DDL",
     "JournalSession",
+    "Upgrade",
+    "backfill_v4",
+    "index_outcome",
     "open_meta",
     "read_meta",
     "record",

@@ -40,6 +40,14 @@ Decisions where the contract leaves room (also in the method docstrings):
   index alone; when one batch concludes twice, the last conclusion is indexed. Outcomes — a
   seal's, and an indexed conclusion's — follow :func:`tlog.journal.check_outcome` (the export
   format requires it of a sealed run's outcome), else MalformedError and nothing is written.
+* The kinds ``RunAdmitted`` and ``RunSuspended`` (:mod:`tlog.journal`) are held to their
+  shape: one whose ``data`` lacks what the store indexes (a valid ``source`` and ``id``; a
+  valid ``until``, and ``message`` when present) is MalformedError naming its seq, never left
+  unindexed — an admission the index silently missed would admit the duplicate it exists to
+  refuse. A ``RunAdmitted`` that is not the run's first record is MalformedError too (after
+  its key is tried, so a retried admission of a run is told which run holds the key).
+* ``append(..., signatures=…)`` (the restore path) takes a held admission key over instead of
+  refusing it (:meth:`store.writes.JournalWrites._claim_admission` says why).
 * A listing's ``limit`` is at least 1 (UsageError otherwise): a page of 0 would make a
   paging loop spin forever.
 * Labels (lease owners, cancellation actors) are 1-256 characters without control characters;
@@ -69,8 +77,9 @@ Decisions where the contract leaves room (also in the method docstrings):
   checkpoint text this store formats at that size (so no extension lines); UsageError
   otherwise. It inserts the note as given; the same bytes again change nothing.
 * ``_delete_run_for_test`` deletes what an operator deleting a run would: its records, seal
-  row, exactly-once keys, outcome and activity rows. Its lease row (the epoch memory), log
-  position and stored hashes stay: the log never shrinks and never reuses the position.
+  row, exactly-once keys, outcome, activity, admission, source and waiting rows. Its lease row
+  (the epoch memory), log position and stored hashes stay: the log never shrinks and never
+  reuses the position.
 """
 
 from __future__ import annotations
@@ -167,12 +176,21 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
             raise UsageError(f"run {run} has no record {seq}")
 
     def _delete_run_for_test(self, run: str) -> None:
-        """TEST ONLY: delete a run's records, seal row, exactly-once keys, outcome and activity
-        rows; its lease row, log position and stored hashes stay (the position is never
-        reused)."""
+        """TEST ONLY: delete a run's records, seal row, exactly-once keys, outcome, activity,
+        admission, source and waiting rows; its lease row, log position and stored hashes stay
+        (the position is never reused)."""
 
         def work(tx: Tx) -> None:
-            for table in ("journal", "effect_once", "run_seal", "run_outcome", "run_activity"):
+            for table in (
+                "journal",
+                "effect_once",
+                "run_seal",
+                "run_outcome",
+                "run_activity",
+                "run_admission",
+                "run_source",
+                "run_waiting",
+            ):
                 tx.execute(f"DELETE FROM {table} WHERE tenant = ? AND run = ?", (self._tenant, run))  # noqa: S608 - fixed table names
 
         self._write(work)

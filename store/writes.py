@@ -16,6 +16,7 @@ from store.api import Append, Head, Lease, Seal
 from store.db import Tx, check_int
 from store.errors import (
     CorruptError,
+    DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
     LeaseHeldError,
@@ -24,9 +25,13 @@ from store.errors import (
     SealConflictError,
 )
 from store.schema import (
-    CONCLUSION_COUNTER,
+    CLAIM_ADMISSION,
+    CLEAR_WAITING,
     CONSTRAINTS,
     INSERT_RECORD,
+    INSERT_SOURCE,
+    UPSERT_WAITING,
+    index_outcome,
     record_row,
     stored_bool,
     stored_int,
@@ -43,10 +48,14 @@ from tlog.journal import (
     Body,
     Record,
     RecordSignature,
+    Suspension,
+    admission_of,
     check_outcome,
     check_run_id,
     make_record,
     seal_body,
+    split_admission_key,
+    suspension_of,
 )
 from tlog.note import Ed25519Signer, check_key_name
 
@@ -130,6 +139,17 @@ class _EffectConflict(Exception):
         self.keys = keys
 
 
+class _Derived:
+    """What a batch means to the derived indexes (:func:`_chain`): the outcome of its last
+    conclusion, the admission key of its ``RunAdmitted`` record with that record's seq, and
+    the suspension its last record is (None when the last record is not one)."""
+
+    def __init__(self) -> None:
+        self.outcome: str | None = None
+        self.admission: tuple[str, int] | None = None
+        self.suspension: Suspension | None = None
+
+
 def _chain(
     run: str,
     epoch: int,
@@ -137,12 +157,13 @@ def _chain(
     head: Head,
     signer: Ed25519Signer | None,
     given: Signatures | None,
-) -> tuple[list[Record], str | None]:
+) -> tuple[list[Record], _Derived]:
     """The batch's records chained after ``head`` (signed by ``signer``, or carrying the
-    ``given`` signatures), and the outcome of its last conclusion (checked), if any."""
+    ``given`` signatures), and what they mean to the derived indexes (each record of a kind
+    the store reads checked: MalformedError naming its seq)."""
     seq, prev = head.seq, head.hash
     records: list[Record] = []
-    outcome = None
+    derived = _Derived()
     for i, a in enumerate(batch):
         seq += 1
         has_data = a.has_data
@@ -159,10 +180,19 @@ def _chain(
                 check_outcome(concluded)
             except MalformedError as e:
                 raise MalformedError(f"record {seq}: RunConcluded {e}") from None
-            outcome = concluded
+            derived.outcome = concluded
+        try:
+            key = admission_of(body)
+            derived.suspension = suspension_of(body)
+        except MalformedError as e:
+            raise MalformedError(f"record {seq}: {e}") from None
+        if key is not None:
+            if derived.admission is not None:
+                raise MalformedError(f"record {seq}: a second RunAdmitted record in one batch")
+            derived.admission = (key, seq)
         records.append(rec)
         prev = rec.hash
-    return records, outcome
+    return records, derived
 
 
 def _fence(run: str, epoch: int, lease_epoch: int | None) -> None:
@@ -194,11 +224,15 @@ class JournalWrites(SQLCore):
         the transaction. Inside it: the fence (FencedError when the run has a lease row whose
         epoch is not ``epoch``; a run never leased takes any epoch), then the seal
         (RunSealedError),
-        then the records, the exactly-once keys (DuplicateEffectError), the outcome index
-        and the activity index. A malformed record raises MalformedError; nothing is written.
+        then the records, the admission key of a ``RunAdmitted`` (DuplicateAdmissionError;
+        MalformedError when it is not the run's first record), the exactly-once keys
+        (DuplicateEffectError), the outcome index, the activity and source indexes, and the
+        waiting index (set when the batch's last record is a ``RunSuspended``, cleared
+        otherwise). A malformed record raises MalformedError; nothing is written.
 
         ``signatures`` (the restore path), when given, holds one entry per record and replaces
-        the handle's record signer for this batch (see :mod:`store.sql`).
+        the handle's record signer for this batch (see :mod:`store.sql`); on that path a held
+        admission key is taken over instead of refused (:meth:`_claim_admission`).
         """
         given = None if signatures is None else _check_signatures(signatures, len(batch))
         if not batch:
@@ -214,21 +248,33 @@ class JournalWrites(SQLCore):
             _fence(run, epoch, lease_epoch)
             if seal is not None:
                 raise RunSealedError(run, seal.outcome)
-            records, outcome = _chain(run, epoch, batch, head, signer, given)
+            records, derived = _chain(run, epoch, batch, head, signer, given)
             pairs = list(zip(batch, records, strict=True))
+            if derived.admission is not None:
+                key, seq = derived.admission
+                # The key first: a retried admission learns which run holds its key (perhaps
+                # this one), not that the run has begun.
+                self._claim_admission(tx, run, key, now, restoring=given is not None)
+                if seq != 1:
+                    # A run has one key and one source: the ones its first record names.
+                    raise MalformedError(
+                        f"record {seq}: a RunAdmitted record is a run's first record; run {run}"
+                        f" has {seq - 1} before it"
+                    )
             self._claim_effects(tx, run, pairs)
             tx.executemany(
                 INSERT_RECORD,
                 [record_row(tenant, epoch, a.kind, a.case, a.effect_key, r) for a, r in pairs],
             )
-            if outcome is not None:
-                tx.execute(
-                    "INSERT INTO run_outcome (tenant, run, outcome, ordinal) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (tenant, run) DO UPDATE"
-                    " SET outcome = excluded.outcome, ordinal = excluded.ordinal",
-                    (tenant, run, outcome, self._next_ordinal(tx)),
-                )
+            if derived.outcome is not None:
+                index_outcome(tx, tenant, run, derived.outcome)
             self._touch(tx, run, now)
+            wait = derived.suspension
+            if wait is not None:  # the batch's last record is a suspension
+                last = records[-1].seq
+                tx.execute(UPSERT_WAITING, (tenant, run, wait.until, wait.message, last))
+            else:
+                tx.execute(CLEAR_WAITING, (tenant, run))
             return records
 
         try:
@@ -256,23 +302,48 @@ class JournalWrites(SQLCore):
                 raise _EffectConflict([k for _, _, k, _ in effects]) from e
             raise
 
+    def _claim_admission(self, tx: Tx, run: str, key: str, now: int, *, restoring: bool) -> None:
+        """Claim ``key`` for ``run`` and index the run's source; DuplicateAdmissionError when
+        the key is held.
+
+        The primary key decides (``ON CONFLICT DO NOTHING``: on PostgreSQL a concurrent
+        claimant's insert is waited for, and the loser writes nothing); the holder is read
+        afterwards only to be named, by a later statement that sees the winner's commit. On the
+        restore path (``restoring``: the records carry given signatures) a held key is not an
+        error: an export can hold two runs with one key when the key was retired
+        (``forget_admissions``) and issued again — retiring is not journaled, so the export
+        cannot say so. The run restored last takes the key: a restore writes sealed runs in log
+        order, then the unsealed ones, so that is the run sealed last or a run still open,
+        which is the reissued holder whenever the retired one was sealed before it.
+        """
+        t = self._tenant
+        if tx.execute(CLAIM_ADMISSION, (t, key, run, now)) != 1:
+            if not restoring:
+                row = tx.one(
+                    "SELECT run FROM run_admission WHERE tenant = ? AND admission_key = ?",
+                    (t, key),
+                )
+                holder = None if row is None else stored_run(row[0])
+                raise DuplicateAdmissionError(key, holder, run)
+            tx.execute(
+                "UPDATE run_admission SET run = ?, claimed_at = ?"
+                " WHERE tenant = ? AND admission_key = ?",
+                (run, now, t, key),
+            )
+        tx.execute(INSERT_SOURCE, (t, run, split_admission_key(key)[0], now))
+
     def _touch(self, tx: Tx, run: str, now: int) -> None:
-        """Record ``now`` as the run's last activity (the activity index)."""
+        """Record ``now`` as the run's last activity (the activity index, and the source
+        index's copy of it)."""
         tx.execute(
             "INSERT INTO run_activity (tenant, run, updated_at) VALUES (?, ?, ?)"
             " ON CONFLICT (tenant, run) DO UPDATE SET updated_at = excluded.updated_at",
             (self._tenant, run, now),
         )
-
-    def _next_ordinal(self, tx: Tx) -> int:
-        row = tx.one(
-            "INSERT INTO counter (tenant, name, value) VALUES (?, ?, 1)"
-            " ON CONFLICT (tenant, name) DO UPDATE SET value = counter.value + 1"
-            " RETURNING value",
-            (self._tenant, CONCLUSION_COUNTER),
+        tx.execute(
+            "UPDATE run_source SET updated_at = ? WHERE tenant = ? AND run = ?",
+            (now, self._tenant, run),
         )
-        assert row is not None
-        return stored_int(row[0], "conclusion ordinal", lo=1)
 
     def _conflicting_key(self, run: str, keys: list[str]) -> str:
         # Which key the constraint refused: a key repeated inside the batch, else one that the
@@ -470,6 +541,10 @@ class JournalWrites(SQLCore):
                 rec = Record(run, seq, rec.raw, head.hash, rec.hash, given[0])
             tx.execute(INSERT_RECORD, record_row(tenant, epoch, KIND_RUN_SEALED, None, None, rec))
             self._touch(tx, run, now)
+            # The seal record is the run's last conclusion, signed into the log: the outcome
+            # index follows it (store.api, "Outcome index"); and a sealed run waits for nothing.
+            index_outcome(tx, tenant, run, outcome)
+            tx.execute(CLEAR_WAITING, (tenant, run))
             position = self._enter_log(tx, rec.hash)
             tx.execute(
                 "INSERT INTO run_seal (tenant, run, position, head, outcome, sealed_at)"
@@ -497,6 +572,20 @@ class JournalWrites(SQLCore):
                 raise CorruptError(f"stored tree hashes exist beyond the log size {size}") from e
             raise
         return size
+
+    # --- admission keys ------------------------------------------------------------------------
+
+    def forget_admissions(self, older_than: int) -> int:
+        """Retire this tenant's admission keys claimed before ``older_than`` (whole Unix
+        seconds of the store clock); return how many. Their runs keep their records and their
+        source; a retired key can be claimed again by a new run."""
+        check_int(older_than, "older_than (whole seconds)", 0)
+        return self._write(
+            lambda tx: tx.execute(
+                "DELETE FROM run_admission WHERE tenant = ? AND claimed_at < ?",
+                (self._tenant, older_than),
+            )
+        )
 
     # --- cancellation --------------------------------------------------------------------------
 

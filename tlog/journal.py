@@ -10,10 +10,11 @@ A *run* is an append-only chain of *records*. Record ``seq`` (1, 2, 3, … with 
  ``run``        string    the run's ID (:func:`check_run_id`)
  ``seq``        integer   the record's position in its run, from 1
  ``epoch``      integer   the writer's lease epoch (its fencing token), from 1
- ``kind``       string    what the record says (:func:`check_kind`); three kinds mean something
+ ``kind``       string    what the record says (:func:`check_kind`); five kinds mean something
                           to the store: ``EffectStarted`` (with ``effect_key``: exactly once per
-                          run), ``RunConcluded`` (with ``data.outcome``: the outcome index) and
-                          ``RunSealed``, reserved: the *seal record* (below)
+                          run), ``RunConcluded`` (with ``data.outcome``: the outcome index),
+                          ``RunAdmitted`` and ``RunSuspended`` (below: admission keys, waiting
+                          runs) and ``RunSealed``, reserved: the *seal record* (below)
  ``case``       string    optional: the case (matter) the record belongs to
  ``effect_key`` string    optional: the identity of an external effect within the run
  ``data``       any JSON  optional: the application's payload
@@ -46,6 +47,22 @@ key, and ``data`` exactly ``{"outcome": <outcome>}`` (:func:`seal_body`; the out
 inclusion proof over it — covers the run's outcome. The kind is reserved: a store appends it
 only through ``seal``, and an export holds it exactly as the last record of each sealed run.
 
+The admission record. A run started on behalf of an emitter (a producer outside the store: a
+queue, a webhook, a peer) begins with a record of kind ``RunAdmitted``
+(:data:`KIND_RUN_ADMITTED`) whose ``data`` is an object holding at least ``source`` (who emits:
+:func:`check_source`, the run-ID alphabet, so no ``/``) and ``id`` (the emitter's own ID of what
+it asked for: 1..256 characters, no control character); other members are the emitter's. Its
+*admission key* is the text ``<source>/<id>`` (:func:`admission_key`; split at the first
+``/``). It is the run's first record (seq 1), so a run has at most one key and one source. A
+tenant's store admits one run per key (see :mod:`store.api`).
+
+The suspension record. A run that stops to wait appends a record of kind ``RunSuspended``
+(:data:`KIND_RUN_SUSPENDED`) whose ``data`` is an object holding ``until`` (whole Unix seconds,
+0..2^53-1: the instant it waits for, or the deadline of the message it waits for) and,
+optionally, ``message`` (the correlation key of the message it waits for: 1..256 characters, no
+control character); other members are the writer's. A run is *waiting* while its last record
+is a suspension (:func:`suspension_of`).
+
 A record may carry a signature by a configured Ed25519 key (off by default). It signs::
 
     "tlog-toolkit/record/v1" 0x0A || hash            (23 + 32 bytes)
@@ -75,8 +92,10 @@ __all__ = [
     "BODY_VERSION",
     "GENESIS",
     "KIND_EFFECT_STARTED",
+    "KIND_RUN_ADMITTED",
     "KIND_RUN_CONCLUDED",
     "KIND_RUN_SEALED",
+    "KIND_RUN_SUSPENDED",
     "MAX_DEPTH",
     "MAX_RECORD_SIZE",
     "MAX_SAFE_INT",
@@ -87,6 +106,9 @@ __all__ = [
     "ChainError",
     "Record",
     "RecordSignature",
+    "Suspension",
+    "admission_key",
+    "admission_of",
     "body_names",
     "canonical_json",
     "chain_hash",
@@ -96,6 +118,7 @@ __all__ = [
     "check_outcome",
     "check_record",
     "check_run_id",
+    "check_source",
     "check_tenant",
     "decode_body",
     "make_record",
@@ -106,6 +129,8 @@ __all__ = [
     "seal_body",
     "seal_outcome",
     "sign_record",
+    "split_admission_key",
+    "suspension_of",
     "verify_chain",
     "verify_record_signature",
 ]
@@ -124,6 +149,10 @@ MAX_SEQ = (1 << 63) - 1
 BODY_VERSION = 1
 KIND_EFFECT_STARTED = "EffectStarted"
 KIND_RUN_CONCLUDED = "RunConcluded"
+KIND_RUN_ADMITTED = "RunAdmitted"
+"""The kind of an admission record: a run's first record, naming its admission key."""
+KIND_RUN_SUSPENDED = "RunSuspended"
+"""The kind of a suspension record: what the run waits for, and until when."""
 KIND_RUN_SEALED = "RunSealed"
 """The reserved kind of a seal record: the last record of a sealed run, written by its seal."""
 SEAL_KIND_TEXT = b'"kind":"RunSealed"'
@@ -178,6 +207,77 @@ def check_effect_key(key: str) -> None:
     """An effect key: 1..256 characters, none of them a control character."""
     if not isinstance(key, str) or not 1 <= len(key) <= 256 or any(c < " " for c in key):
         raise MalformedError("effect key must be 1-256 characters without control characters")
+
+
+def check_source(source: str) -> None:
+    """An emitter's name, the source half of an admission key: the alphabet of a run ID."""
+    if not isinstance(source, str) or not _ID.fullmatch(source):
+        raise MalformedError(f"source {source!r} is not 1-128 of [A-Za-z0-9._:@-]")
+
+
+def _check_token(value: object, what: str) -> str:
+    # An emitter's ID, a correlation key: free text a log line can show as it is.
+    if not isinstance(value, str) or not 1 <= len(value) <= 256 or any(c < " " for c in value):
+        raise MalformedError(f"{what} must be 1-256 characters without control characters")
+    return value
+
+
+def admission_key(source: str, emitter_id: str) -> str:
+    """The admission key ``<source>/<emitter_id>`` (both checked; see the module docstring)."""
+    check_source(source)
+    _check_token(emitter_id, "an emitter's ID")
+    return f"{source}/{emitter_id}"
+
+
+def split_admission_key(key: str) -> tuple[str, str]:
+    """(source, emitter ID) of an admission key; MalformedError when it is not one."""
+    if not isinstance(key, str) or "/" not in key:
+        raise MalformedError(f"admission key {key!r} is not <source>/<id>")
+    source, emitter_id = key.split("/", 1)
+    admission_key(source, emitter_id)
+    return source, emitter_id
+
+
+def _data_object(body: Body) -> Mapping[str, Any]:
+    if not body.has_data or not isinstance(body.data, Mapping):
+        raise MalformedError(f"a {body.kind} record's data is an object")
+    return body.data
+
+
+def admission_of(body: Body) -> str | None:
+    """The admission key a ``RunAdmitted`` body names (None for another kind); MalformedError
+    when its ``data`` has no valid ``source`` and ``id``."""
+    if body.kind != KIND_RUN_ADMITTED:
+        return None
+    data = _data_object(body)
+    source, emitter_id = data.get("source"), data.get("id")
+    if not isinstance(source, str) or not isinstance(emitter_id, str):
+        raise MalformedError("a RunAdmitted record's data holds a string source and id")
+    return admission_key(source, emitter_id)
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """What a suspended run waits for: the instant ``until`` (``message`` None), or the message
+    with the correlation key ``message`` until the deadline ``until`` (whole Unix seconds)."""
+
+    until: int
+    message: str | None = None
+
+
+def suspension_of(body: Body) -> Suspension | None:
+    """The suspension a ``RunSuspended`` body names (None for another kind); MalformedError
+    when its ``data`` has no valid ``until`` or an invalid ``message``."""
+    if body.kind != KIND_RUN_SUSPENDED:
+        return None
+    data = _data_object(body)
+    until = data.get("until")
+    if type(until) is not int or not 0 <= until <= MAX_SAFE_INT:
+        raise MalformedError("a RunSuspended record's data.until is whole seconds, 0..2^53-1")
+    message = data.get("message")
+    if message is not None:
+        _check_token(message, "a RunSuspended record's data.message")
+    return Suspension(until, message)
 
 
 def check_tenant(tenant: str) -> None:

@@ -1394,3 +1394,58 @@ def test_restore_with_key_creates_the_store_in_one_command(db: str, tmp_path: Pa
     other = str(tmp_path / "other.db")
     err = fails(["restore", str(path), "--db", other, "--key", db + ".key", "--tenant", "x"], 2)
     assert "--tenant" in err
+
+
+# --- admitted, waiting ---------------------------------------------------------------------------
+
+
+def test_admitted_and_waiting(db: str) -> None:
+    admit = ["--kind", "RunAdmitted", "--data", '{"source": "billing", "id": "inv-1"}']
+    ok(["append", "r1", "--db", db, "--epoch", "1", *admit])
+    assert ok(["admitted", "billing/inv-1", "--db", db]) == b"r1\n"
+    assert ok(["admitted", "billing/inv-2", "--db", db]) == b"billing/inv-2 is not admitted\n"
+    assert json.loads(ok(["admitted", "billing/inv-2", "--db", db, "--json"])) == {
+        "key": "billing/inv-2",
+        "run": None,
+    }
+    # A second admission with the key: refused by the store's rules (exit 3), naming the holder.
+    err = fails(["append", "r2", "--db", db, "--epoch", "1", *admit], 3)
+    assert "held by run r1" in err
+    assert ok(["head", "r2", "--db", db]).startswith(b"seq 0\n")
+    fails(["admitted", "billing", "--db", db], 2)
+    assert ok(["waiting", "--db", db]) == b""
+    wait = '{"until": 1700000000, "message": "pay:1"}'
+    ok(["append", "r1", "--db", db, "--epoch", "1", "--kind", "RunSuspended", "--data", wait])
+    ok(
+        [
+            "append",
+            "r3",
+            "--db",
+            db,
+            "--epoch",
+            "1",
+            "--kind",
+            "RunSuspended",
+            "--data",
+            '{"until": 9}',
+        ]
+    )
+    assert ok(["waiting", "--db", db]) == b"r3 until 9 instant\nr1 until 1700000000 message pay:1\n"
+    assert ok(["waiting", "--db", db, "--limit", "1"]) == b"r3 until 9 instant\n"
+    assert json.loads(ok(["waiting", "--db", db, "--json"]))["waiting"][1] == {
+        "run": "r1",
+        "until": 1700000000,
+        "message": "pay:1",
+        "seq": 2,
+    }
+    fails(["waiting", "--db", db, "--limit", "0"], 2)
+    # Keys are retired only when asked (claimed now: nothing is older than 1000).
+    assert ok(["forget-admissions", "--db", db, "--older-than", "1000"]) == b"forgotten 0\n"
+    far = str(2**62)
+    assert json.loads(ok(["forget-admissions", "--db", db, "--older-than", far, "--json"])) == {
+        "forgotten": 1
+    }
+    assert ok(["admitted", "billing/inv-1", "--db", db]) == b"billing/inv-1 is not admitted\n"
+    ok(["append", "r4", "--db", db, "--epoch", "1", *admit])  # the door is open again
+    assert ok(["admitted", "billing/inv-1", "--db", db]) == b"r4\n"
+    fails(["forget-admissions", "--db", db, "--older-than", "-1"], 2)

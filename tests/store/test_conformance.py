@@ -3,8 +3,8 @@
 Every test takes the ``backend`` fixture (conftest.py), so each runs once on SQLite and once on
 PostgreSQL: "one battery, so a PostgreSQL-shaped mistake cannot hide behind a SQLite-shaped test
 suite". The checks are the guarantees of :mod:`store.api` (docs/embedder-guide.md) and of the
-upstream journal store's battery (without admission keys and waiting runs, which our contract
-does not have) and the further checks its comments call for, grouped by invariant.
+upstream journal store's battery (admission keys, runs by source and waiting runs included) and
+the further checks its comments call for, grouped by invariant.
 
 Time is a :class:`~tests.store.helpers.FakeClock` handed to ``open_store``: lease expiry is reached
 by ``clock.advance`` instead of sleeping. One test uses the default clock with a 1 s lease, to show
@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from store import errors
-from store.api import Append, Cancellation, Head, JournalStore, Lease, Seal
+from store.api import Append, Cancellation, Head, JournalStore, Lease, Seal, WaitingRun
 from tests.store.helpers import (
     ORIGIN,
     T0,
@@ -846,9 +846,9 @@ def test_a_seal_keeps_the_lease_and_the_outcome_index(store: JournalStore) -> No
     store.seal("run-a", lease.epoch, "succeeded")
     with pytest.raises(errors.LeaseHeldError):
         store.acquire("run-a", "bob", LEASE)
-    # The outcome index is written by appends of RunConcluded records, never by seal.
-    assert store.count_by_outcome("succeeded") == 0
-    assert store.runs_by_outcome("succeeded", 10) == []
+    # The seal record is the run's last conclusion, the one the log signs: it is indexed.
+    assert store.count_by_outcome("succeeded") == 1
+    assert store.runs_by_outcome("succeeded", 10) == ["run-a"]
 
 
 # =============================================================================================
@@ -1129,7 +1129,7 @@ def test_only_cosignatures_that_verify_under_a_declared_witness_are_kept(
 
 
 # =============================================================================================
-# outcome index: derived from RunConcluded records, last conclusion wins, newest first
+# outcome index: derived from RunConcluded and seal records, last conclusion wins, newest first
 # =============================================================================================
 
 
@@ -1226,6 +1226,15 @@ def test_the_first_asker_stays_on_the_record(store: JournalStore, clock: FakeClo
     clock.advance(5)
     assert store.request_cancel("run-a", "bob", "second") is False
     assert store.cancellation("run-a") == Cancellation("alice", "first", T0)
+
+
+def test_the_actor_is_kept_as_the_label_given(store: JournalStore) -> None:
+    # Provenance is the embedder's to put in the label (store.api, Cancellation): the store
+    # keeps it byte for byte, and establishes nothing about it.
+    for run, actor in (("run-a", "api:alice"), ("run-b", "operator:bob (on call)")):
+        assert store.request_cancel(run, actor, "why") is True
+        cancel = store.cancellation(run)
+        assert cancel is not None and cancel.actor == actor
 
 
 # =============================================================================================
@@ -1606,6 +1615,8 @@ def test_a_limit_must_be_positive(store: JournalStore, limit: int) -> None:
         "runs_by_outcome": lambda: store.runs_by_outcome("failed", limit),
         "case_history": lambda: store.case_history("case-A", limit),
         "recent_runs": lambda: store.recent_runs(None, limit),
+        "recent_runs by source": lambda: store.recent_runs(None, limit, source="billing"),
+        "waiting_runs": lambda: store.waiting_runs(limit),
         "runs": lambda: store.runs(None, limit),
         "abandoned_runs": lambda: store.abandoned_runs(limit),
         "seals": lambda: store.seals(-1, limit),
@@ -1696,3 +1707,292 @@ def test_parallel_starts_of_one_effect_let_one_win(stores: StoreFactory) -> None
         results
     )
     assert shared.head("run-a").seq == 1
+
+
+# =============================================================================================
+# admission keys: one run per (tenant, key), refused by the key inside append; kept until retired
+# =============================================================================================
+
+
+def admitted(run: str, source: str = "billing", emitter_id: str = "inv-1", **more: Any) -> Append:
+    """A ``RunAdmitted`` record: the admission key ``<source>/<emitter_id>``."""
+    return Append(run, "RunAdmitted", data={"source": source, "id": emitter_id, **more})
+
+
+def test_an_admission_key_admits_one_run(store: JournalStore) -> None:
+    assert store.admitted_as("billing/inv-1") is None
+    (rec,) = store.append(1, [admitted("run-a", request={"cents": 4200})])
+    assert store.admitted_as("billing/inv-1") == "run-a"
+    # Another run with the key: refused, naming the holder; nothing of it is written.
+    with pytest.raises(errors.DuplicateAdmissionError) as e:
+        store.append(1, [admitted("run-b"), note("run-b")])
+    assert (e.value.key, e.value.holder, e.value.run) == ("billing/inv-1", "run-a", "run-b")
+    assert "run-a" in str(e.value) and "billing/inv-1" in str(e.value)
+    assert store.head("run-b") == Head.genesis()
+    assert [r for r, _ in store.recent_runs(None, 10)] == ["run-a"]
+    # The holder itself retrying its admission learns the same (not "not the first record").
+    with pytest.raises(errors.DuplicateAdmissionError) as e:
+        store.append(1, [admitted("run-a")])
+    assert e.value.holder == "run-a"
+    assert store.read("run-a") == [rec]
+    # Another id, or another source, is another key.
+    store.append(1, [admitted("run-c", emitter_id="inv-2")])
+    store.append(1, [admitted("run-d", source="crm")])
+    assert store.admitted_as("billing/inv-2") == "run-c"
+    assert store.admitted_as("crm/inv-1") == "run-d"
+
+
+def test_an_admission_is_a_runs_first_record(store: JournalStore) -> None:
+    store.append(1, [note("run-a")])
+    with pytest.raises(MalformedError, match="first record"):
+        store.append(1, [admitted("run-a")])
+    with pytest.raises(MalformedError, match="first record"):
+        store.append(1, [note("run-b"), admitted("run-b")])
+    # Refused before it wrote: the key is free, run-b has nothing.
+    assert store.admitted_as("billing/inv-1") is None
+    assert store.head("run-b") == Head.genesis()
+    assert store.head("run-a").seq == 1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"source": "billing"},
+        {"id": "inv-1"},
+        {"source": "bill/ing", "id": "inv-1"},
+        {"source": "", "id": "inv-1"},
+        {"source": "billing", "id": ""},
+        {"source": "billing", "id": "a\nb"},
+        {"source": "billing", "id": 7},
+        ["billing", "inv-1"],
+        "billing/inv-1",
+    ],
+)
+def test_a_malformed_admission_is_refused(store: JournalStore, data: Any) -> None:
+    with pytest.raises(MalformedError, match="record 1"):
+        store.append(1, [Append("run-a", "RunAdmitted", data=data)])
+    with pytest.raises(MalformedError):
+        store.append(1, [Append("run-a", "RunAdmitted")])  # no data at all
+    assert store.head("run-a") == Head.genesis()
+
+
+@pytest.mark.parametrize("key", ["billing", "/inv-1", "billing/", "bill ing/x", "", 7])
+def test_admitted_as_refuses_what_is_not_a_key(store: JournalStore, key: Any) -> None:
+    with pytest.raises(INVALID):
+        store.admitted_as(key)
+
+
+def test_admission_keys_are_tenant_scoped(stores: StoreFactory) -> None:
+    acme, other = stores.open("acme"), stores.open("other")
+    acme.append(1, [admitted("run-a")])
+    other.append(1, [admitted("run-b")])  # the same key, another tenant: ordinary
+    assert acme.admitted_as("billing/inv-1") == "run-a"
+    assert other.admitted_as("billing/inv-1") == "run-b"
+    assert other.forget_admissions(T0 + 1) == 1
+    assert acme.admitted_as("billing/inv-1") == "run-a"  # retiring is per tenant too
+
+
+def test_keys_are_retired_only_on_request(store: JournalStore, clock: FakeClock) -> None:
+    store.append(1, [admitted("run-a", emitter_id="old")])
+    clock.advance(10)
+    store.append(1, [admitted("run-b", emitter_id="new")])
+    clock.advance(10_000)  # time alone retires nothing
+    assert store.admitted_as("billing/old") == "run-a"
+    assert store.forget_admissions(T0) == 0  # strictly before: claimed at T0 is kept
+    assert store.forget_admissions(T0 + 1) == 1
+    assert store.forget_admissions(T0 + 1) == 0
+    assert store.admitted_as("billing/old") is None
+    assert store.admitted_as("billing/new") == "run-b"
+    # A retired key admits a new run (the door it closed is open again) ...
+    store.append(1, [admitted("run-c", emitter_id="old")])
+    assert store.admitted_as("billing/old") == "run-c"
+    # ... and the retired run keeps its records and its source.
+    assert store.head("run-a").seq == 1
+    assert [r for r, _ in store.recent_runs(None, 10, source="billing")] == [
+        "run-c",
+        "run-b",
+        "run-a",
+    ]
+    with pytest.raises(INVALID):
+        store.forget_admissions(-1)
+
+
+def test_parallel_admissions_of_one_key_admit_one_run(stores: StoreFactory) -> None:
+    handles = [stores.open() for _ in range(WORKERS)]
+    results = run_together(
+        [
+            functools.partial(h.append, 1, [admitted(f"run-{i}"), note(f"run-{i}")])
+            for i, h in enumerate(handles)
+        ]
+    )
+    won = [i for i, r in enumerate(results) if isinstance(r, list)]
+    assert len(won) == 1, results
+    winner = f"run-{won[0]}"
+    for i, r in enumerate(results):
+        if i != won[0]:
+            assert isinstance(r, errors.DuplicateAdmissionError), results
+            assert (r.holder, r.run) == (winner, f"run-{i}")
+            assert handles[0].head(f"run-{i}") == Head.genesis()
+    assert handles[0].admitted_as("billing/inv-1") == winner
+    assert handles[0].recent_runs(None, 10, source="billing") == [(winner, T0)]
+
+
+# =============================================================================================
+# runs by source: recent_runs narrowed to one source, same order, tie-break and cursor
+# =============================================================================================
+
+
+def write_sourced_activity(store: JournalStore, clock: FakeClock) -> dict[str, str]:
+    """:func:`write_activity`'s runs, each admitted from one of two sources (and one run not
+    admitted), with the same times; returns run -> source."""
+    sources = {
+        "run-a": "s1",
+        "run-B": "s1",
+        "run_c": "s2",
+        "run.d": "s1",
+        "run-e": "s2",
+        "run-f": "s1",
+    }
+    for run in ("run-a", "run-B", "run_c", "run.d"):
+        store.append(1, [admitted(run, sources[run], run)])
+    store.append(1, [note("run-plain")])
+    clock.advance(5)
+    for run in ("run-e", "run-f"):
+        store.append(1, [admitted(run, sources[run], run)])
+    clock.advance(5)
+    store.append(1, [note("run-a", "again")])  # activity moves the run in its source's listing
+    return sources
+
+
+def test_runs_by_source_follow_recent_runs(store: JournalStore, clock: FakeClock) -> None:
+    sources = write_sourced_activity(store, clock)
+    everything = store.recent_runs(None, 100)
+    for source in ("s1", "s2"):
+        expected = [row for row in everything if sources.get(row[0]) == source]
+        assert store.recent_runs(None, 100, source=source) == expected
+        for size in (1, 2, 3):
+            rebuilt: list[tuple[str, int]] = []
+            cursor: tuple[int, str] | None = None
+            for _ in range(len(expected) + 1):
+                page = store.recent_runs(cursor, size, source=source)
+                if not page:
+                    break
+                rebuilt += page
+                cursor = (page[-1][1], page[-1][0])
+            assert rebuilt == expected, (source, size)
+    assert store.recent_runs(None, 100, source="s1")[0] == ("run-a", T0 + 10)
+    # A cursor inside a tie resumes after it, by run ID, as recent_runs does.
+    assert store.recent_runs((T0, "run.d"), 10, source="s1") == [("run-B", T0)]
+    assert store.recent_runs(None, 10, source="nobody") == []
+
+
+def test_a_seal_moves_a_run_in_its_source(store: JournalStore, clock: FakeClock) -> None:
+    store.append(1, [admitted("run-a", emitter_id="a")])
+    store.append(1, [admitted("run-b", emitter_id="b")])
+    clock.advance(3)
+    store.seal("run-a", 1, "succeeded")
+    assert store.recent_runs(None, 10, source="billing") == [("run-a", T0 + 3), ("run-b", T0)]
+    assert store.recent_runs(None, 10, source="billing") == [
+        r for r in store.recent_runs(None, 10) if r[0] in ("run-a", "run-b")
+    ]
+
+
+@pytest.mark.parametrize("source", ["", "a/b", "with space", 7])
+def test_a_malformed_source_is_refused(store: JournalStore, source: Any) -> None:
+    with pytest.raises(INVALID):
+        store.recent_runs(None, 10, source=source)
+
+
+# =============================================================================================
+# waiting runs: the last record is a suspension; soonest until first; derived inside append
+# =============================================================================================
+
+
+def suspended(run: str, until: int, message: str | None = None) -> Append:
+    data: dict[str, Any] = {"until": until}
+    if message is not None:
+        data["message"] = message
+    return Append(run, "RunSuspended", data=data)
+
+
+def test_waiting_runs_are_listed_soonest_first(store: JournalStore) -> None:
+    store.append(1, [note("run-z"), suspended("run-z", T0 + 30)])
+    store.append(1, [suspended("run-m", T0 + 10, "payment-7")])
+    store.append(1, [suspended("run-a", T0 + 30, "reply-1")])
+    store.append(1, [suspended("run-x", T0 - 5)])  # already due: it is the inert one
+    store.append(1, [note("run-plain")])
+    assert store.waiting_runs(10) == [
+        WaitingRun("run-x", T0 - 5, None, 1),
+        WaitingRun("run-m", T0 + 10, "payment-7", 1),
+        WaitingRun("run-a", T0 + 30, "reply-1", 1),
+        WaitingRun("run-z", T0 + 30, None, 2),
+    ]
+    assert [w.run for w in store.waiting_runs(2)] == ["run-x", "run-m"]
+    # Any later record ends the wait; a new suspension replaces the old one.
+    store.append(1, [note("run-x", "woke")])
+    store.append(1, [suspended("run-m", T0 + 100)])
+    assert [(w.run, w.until, w.message) for w in store.waiting_runs(10)] == [
+        ("run-a", T0 + 30, "reply-1"),
+        ("run-z", T0 + 30, None),
+        ("run-m", T0 + 100, None),
+    ]
+    # A batch that suspends and goes on is not waiting; one that ends suspended is.
+    store.append(1, [suspended("run-a", T0), note("run-a", "on")])
+    store.append(1, [note("run-plain", "x"), suspended("run-plain", T0 + 1)])
+    assert [w.run for w in store.waiting_runs(10)] == ["run-plain", "run-z", "run-m"]
+    # A seal ends it too.
+    store.seal("run-z", 1, "cancelled")
+    assert [w.run for w in store.waiting_runs(10)] == ["run-plain", "run-m"]
+    with pytest.raises(INVALID):
+        store.waiting_runs(0)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{}, {"until": -1}, {"until": "soon"}, {"until": True}, {"until": 5, "message": ""}, [5]],
+)
+def test_a_malformed_suspension_is_refused(store: JournalStore, data: Any) -> None:
+    with pytest.raises(MalformedError, match="record 2"):
+        store.append(1, [note("run-a"), Append("run-a", "RunSuspended", data=data)])
+    assert store.head("run-a") == Head.genesis()
+    assert store.waiting_runs(10) == []
+
+
+def test_a_refused_batch_leaves_the_waiting_index(store: JournalStore) -> None:
+    store.append(1, [suspended("run-a", T0 + 9)])
+    with pytest.raises(errors.DuplicateEffectError):
+        store.append(1, [started("run-a", "k"), started("run-a", "k")])
+    assert [w.run for w in store.waiting_runs(10)] == ["run-a"]
+
+
+# =============================================================================================
+# derived indexes refuse a row they cannot read, every listing and the count alike
+# =============================================================================================
+
+
+def plant(store: JournalStore, statement: str) -> None:
+    """Run one statement on the store's database (the private test hook), planting a row."""
+    hooks: Any = store
+    hooks._execute_for_test(statement)
+
+
+def test_count_by_outcome_refuses_what_the_listing_refuses(store: JournalStore) -> None:
+    conclude(store, "run-a", "quarantined", seal=False)
+    plant(store, "UPDATE run_outcome SET run = 'not a run!' WHERE run = 'run-a'")
+    with pytest.raises(errors.CorruptError, match="does not parse"):
+        store.runs_by_outcome("quarantined", 10)
+    with pytest.raises(errors.CorruptError, match="does not parse"):
+        store.count_by_outcome("quarantined")
+
+
+def test_the_new_indexes_refuse_an_unreadable_row(store: JournalStore) -> None:
+    store.append(1, [admitted("run-a"), suspended("run-a", T0)])
+    for table in ("run_admission", "run_source", "run_waiting"):
+        plant(store, f"UPDATE {table} SET run = 'not a run!'")
+    for call in (
+        lambda: store.admitted_as("billing/inv-1"),
+        lambda: store.recent_runs(None, 10, source="billing"),
+        lambda: store.waiting_runs(10),
+    ):
+        with pytest.raises(errors.CorruptError, match="does not parse"):
+            call()

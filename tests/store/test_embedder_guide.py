@@ -34,8 +34,8 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
 def test_the_guide_has_a_recipe_for_every_verb() -> None:
     code = "".join(block for _, block in python_blocks(GUIDE.read_text(encoding="utf-8")))
     # One call per tlog-store verb (init, vkey, acquire, renew, release, append and a batch,
-    # seal, head, read, verify, checkpoint, publish --witness, publish FILE, published, prove,
-    # export, restore).
+    # seal, head, admitted, forget-admissions, waiting, read, verify, checkpoint, publish
+    # --witness, publish FILE, published, prove, export, restore).
     for call in (
         "init_store(",
         ".log_vkey",
@@ -46,6 +46,9 @@ def test_the_guide_has_a_recipe_for_every_verb() -> None:
         "parse_batch(",
         ".seal(",
         ".head(",
+        ".admitted_as(",
+        ".forget_admissions(",
+        ".waiting_runs(",
         "read_pages(",
         "verify_runs(",
         ".sign_checkpoint(",

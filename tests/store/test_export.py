@@ -7,7 +7,10 @@ The issue's acceptance, tested here:
   unsealed runs, several epochs, signed and unsigned records, effect keys, cases, conclusions
   and checkpoints at several sizes (one of size 0, some cosigned by two cosignature/v1
   witnesses) is exported, restored into a fresh store and exported again — on each backend, from
-  SQLite to PostgreSQL and back, and over Hypothesis-drawn journals.
+  SQLite to PostgreSQL and back, and over Hypothesis-drawn journals; and a journal of admitted
+  runs (one key retired and issued again), waiting runs and a seal that overrides an earlier
+  conclusion, whose derived indexes (admission keys, runs by source, waiting runs, outcomes) the
+  restore rebuilds from the records.
 * **Every single-byte change to an export makes restore refuse it with a message naming the
   place**: at every byte of a small export (about 2 KB), xor 0x01, xor 0x20 and deletion each
   make :func:`restore_store` raise a :class:`TlogError` whose message starts with ``"line N: "``,
@@ -42,8 +45,8 @@ from hypothesis import strategies as st
 from psycopg.conninfo import make_conninfo
 
 import store.export as store_export
-from store.api import Append, JournalStore, Seal
-from store.errors import CorruptError, DuplicateEffectError
+from store.api import Append, JournalStore, Seal, WaitingRun
+from store.errors import CorruptError, DuplicateAdmissionError, DuplicateEffectError
 from store.export import RestoreError, RestoreSummary, export_store, restore_store
 from store.open import init_store, open_store
 from tests.conftest import POSTGRES_URL, Backend, require_postgres
@@ -312,6 +315,77 @@ def test_export_restore_export_is_byte_identical(
     # Exactly-once survives the restore.
     with pytest.raises(DuplicateEffectError):
         target.append(2, [Append("run-f", "EffectStarted", effect_key="k")])
+
+
+def build_admitted_journal(signed: JournalStore, plain: JournalStore) -> None:
+    """Admitted runs (one sealed, one waiting, one whose key was retired and issued again),
+    waiting runs of both kinds, a run that waited and went on, and a run sealed after it
+    concluded otherwise (the outcome index follows the seal)."""
+    e = signed.acquire("z-retired", "worker-1", 60).epoch
+    signed.append(e, [Append("z-retired", "RunAdmitted", {"source": "billing", "id": "inv-1"})])
+    signed.append(e, [Append("z-retired", "RunConcluded", {"outcome": "failed"})])
+    signed.seal("z-retired", e, "succeeded")
+    assert plain.forget_admissions(T0 + 1) == 1  # the fake clock reads T0 throughout
+    plain.append(1, [Append("a-reissued", "RunAdmitted", {"source": "billing", "id": "inv-1"})])
+    plain.append(
+        1,
+        [
+            Append("pay-2", "RunAdmitted", {"source": "billing", "id": "inv-2", "cents": 99}),
+            Append("pay-2", "RunSuspended", {"until": T0 + 600, "message": "payment:inv-2"}),
+        ],
+    )
+    plain.append(1, [Append("crm-1", "RunAdmitted", {"source": "crm", "id": "lead-1"})])
+    plain.append(1, [Append("timer", "Note"), Append("timer", "RunSuspended", {"until": T0})])
+    plain.append(1, [Append("went-on", "RunSuspended", {"until": T0}), Append("went-on", "Note")])
+    plain.sign_checkpoint()
+
+
+def derived(store: JournalStore) -> dict[str, Any]:
+    """The derived indexes of :func:`build_admitted_journal`'s journal (activity times aside:
+    they are the restoring store's clock)."""
+    return {
+        "keys": {
+            k: store.admitted_as(k)
+            for k in ("billing/inv-1", "billing/inv-2", "crm/lead-1", "crm/inv-1")
+        },
+        "billing": sorted(r for r, _ in store.recent_runs(None, 100, source="billing")),
+        "crm": [r for r, _ in store.recent_runs(None, 100, source="crm")],
+        "waiting": store.waiting_runs(100),
+        "outcomes": {o: store.runs_by_outcome(o, 10) for o in ("succeeded", "failed")},
+    }
+
+
+def test_restore_rebuilds_admissions_sources_and_waiting_runs(
+    backend: Backend, dbs: Databases, tmp_path: Path
+) -> None:
+    source = populate(dbs, dbs.init(backend), build_admitted_journal)
+    want = {
+        "keys": {
+            "billing/inv-1": "a-reissued",
+            "billing/inv-2": "pay-2",
+            "crm/lead-1": "crm-1",
+            "crm/inv-1": None,
+        },
+        "billing": ["a-reissued", "pay-2", "z-retired"],  # the source is never forgotten
+        "crm": ["crm-1"],
+        "waiting": [
+            WaitingRun("timer", T0, None, 2),
+            WaitingRun("pay-2", T0 + 600, "payment:inv-2", 2),
+        ],
+        "outcomes": {"succeeded": ["z-retired"], "failed": []},
+    }
+    assert derived(source) == want
+    data = export_bytes(source)
+    for dst in ("sqlite", "postgres") if backend.name == "sqlite" else ("postgres",):
+        target = dbs.open(dbs.new(dst))
+        restore_bytes(target, data, tmp_path)
+        assert export_bytes(target) == data
+        # Derived from the records, so rebuilt by the replay. The retired-and-reissued key goes
+        # to the run restored last (sealed runs first, in log order): its current holder.
+        assert derived(target) == want
+        with pytest.raises(DuplicateAdmissionError) as e:
+            target.append(1, [Append("again", "RunAdmitted", {"source": "billing", "id": "inv-2"})])
+        assert e.value.holder == "pay-2"
 
 
 @pytest.mark.parametrize(("src", "dst"), [("sqlite", "postgres"), ("postgres", "sqlite")])

@@ -22,6 +22,9 @@ every worker is connected and waiting before the test hands them a common start 
 * effect starts: :data:`PROCS` processes append ``EffectStarted`` with one effect key to one run
   (without a lease row, each under another epoch; or all under the run's lease epoch): exactly
   one batch lands, every other one is DuplicateEffectError, the run holds one such record.
+* admissions: :data:`PROCS` processes each admit their own run with one admission key (a fresh
+  key, or one retired from an earlier run): exactly one run is admitted, every other process
+  gets DuplicateAdmissionError naming it, and its run has no record.
 * seals: :data:`PROCS` processes each acquire, append to and seal their own runs while another
   process takes checkpoints (and signs some) without pause: positions are exactly
   0..total-1, no size is ever seen with two roots nor shrinks, every kept (size, root) equals the
@@ -414,6 +417,70 @@ def test_effect_start_race_gives_exactly_one(
     print(summary)
 
 
+ADMISSION_ROUNDS = 10
+
+
+def test_admission_race_admits_exactly_one_run_per_key(
+    backend: Any, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """PROCS processes each admit their own run with one admission key at one instant
+    ([RunAdmitted, Note], no lease: nothing but the key relates the runs): exactly one run is
+    admitted; every other process gets DuplicateAdmissionError naming the winner, and its run
+    has nothing. Odd rounds race for a key retired (``forget_admissions``) from an earlier run,
+    which the winner then holds."""
+    db = Db.create(backend, tmp_path)
+    wins: Counter[int] = Counter()
+    winners_all: list[str] = []
+    with db.open() as store, serving(db, PROCS) as workers:
+        for rnd in range(ADMISSION_ROUNDS):
+            key_id = f"order-{rnd}"
+            if rnd % 2:
+                before = Append(f"before-{rnd}", "RunAdmitted", {"source": "queue", "id": key_id})
+                store.append(1, [before])
+                # Retires this key and the earlier rounds' (all claimed before now).
+                assert store.forget_admissions(db.clock.advance(1)) >= 1
+                assert store.admitted_as(f"queue/{key_id}") is None
+
+            def command(i: int, rnd: int = rnd, key_id: str = key_id) -> Json:
+                run = f"adm-{rnd}-{i}"
+                return {
+                    "op": "append",
+                    "run": run,
+                    "epoch": 1,
+                    "records": [
+                        {"kind": "RunAdmitted", "data": {"source": "queue", "id": key_id}},
+                        {"kind": "Note", "data": {"p": i}},
+                    ],
+                }
+
+            replies = race(workers, command)
+            winners = [i for i, r in enumerate(replies) if "records" in r]
+            assert len(winners) == 1, replies
+            (w,) = winners
+            winner = f"adm-{rnd}-{w}"
+            for i, r in enumerate(replies):
+                if i != w:
+                    assert r.get("error") == "DuplicateAdmissionError", (i, r)
+                    assert (r["key"], r["holder"], r["run"]) == (
+                        f"queue/{key_id}",
+                        winner,
+                        f"adm-{rnd}-{i}",
+                    ), (i, r)
+                    assert store.read(f"adm-{rnd}-{i}") == []
+            assert store.admitted_as(f"queue/{key_id}") == winner
+            assert [r.seq for r in store.read(winner)] == [1, 2]
+            winners_all.append(winner)
+            wins[w] += 1
+        # The source index holds the winners (and the retired keys' runs), no loser.
+        listed = {r for r, _ in store.recent_runs(None, 1000, source="queue")}
+        assert {r for r in listed if r.startswith("adm-")} == set(winners_all)
+    summary = (
+        f"admission race {db.name}: {ADMISSION_ROUNDS} rounds x {PROCS} processes, wins {wins}"
+    )
+    record_property("summary", summary)
+    print(summary)
+
+
 FENCE_ROUNDS = {"postgres": 4, "sqlite": 2}
 """Rounds per backend (SQLite's busy handler makes eight hammering processes slow)."""
 FENCED_ATTEMPTS = 25
@@ -722,6 +789,18 @@ def interrupted(store: JournalStore, led: CrashLedger, lines: list[Json]) -> str
     return f"{last['what']} {'landed' if landed else 'lost'}"
 
 
+def settle_run(store: JournalStore, run: str) -> None:
+    """Wait until no transaction holds ``run``'s lock row (``run_state``, store/sql.py's
+    serialisation rule): on PostgreSQL a killed writer's sent COMMIT has then landed or not.
+    (SQLite has no in-flight transaction once the writer's process is gone.)"""
+    if store.is_shared():
+        hooks: Any = store
+        hooks._execute_for_test(
+            "SELECT run FROM run_state WHERE tenant = ? AND run = ? FOR UPDATE",
+            (store.tenant, run),
+        )
+
+
 def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]) -> None:
     """Everything the killed writer reported is there, and the store is whole."""
     touched: set[str] = set()
@@ -759,9 +838,15 @@ def check_cycle(store: JournalStore, db: Db, led: CrashLedger, lines: list[Json]
 
     # Records and chains of every run this writer touched.
     for run in touched:
-        # The seal before the records: on PostgreSQL a COMMIT the killed writer had sent may
-        # still land while this reads (the server finishes it), and a seal read after the
-        # records could then name a seal record they do not hold yet.
+        # On PostgreSQL a COMMIT the killed writer had sent may still land while this reads
+        # (the server finishes it): first wait for it, by taking the run's lock row, which
+        # every write to the run holds until it ends. (A statement sent without its COMMIT
+        # rolls back when the server finds the connection gone.) Without the wait, an append
+        # landing after this look is seen by the next writer's takeover as a head the test
+        # never saw.
+        settle_run(store, run)
+        # The seal before the records, all the same: a seal read after the records could
+        # name a seal record they do not hold yet, were anything still in flight.
         seal = store.sealed(run)
         records = store.read(run)
         stored = {r.seq: r.hash.hex() for r in records}

@@ -1,4 +1,5 @@
-"""A store of schema version 2 (before the table ``witness_key``) opens with this code and works.
+"""A store of schema version 2 (before the table ``witness_key``) or 3 (before the admission,
+source and waiting indexes) opens with this code and works.
 
 Two ways to have such a store, both tested:
 
@@ -15,6 +16,12 @@ when several handles open it at once); a store of a version this code neither re
 is refused with its version named, and left as it is. An upgraded store remembers no witness
 yet: its export names the witness of a line it kept before (``--witness-key`` declares it), and
 merging that line again with its key teaches the store the key. docs/embedder-guide.md §4.
+
+Version 3 → 4 (:func:`test_a_version_3_store_is_upgraded_with_its_indexes_backfilled`): the
+three new tables are derived from records, so the upgrade fills them from the journal — the
+admission keys and sources of runs whose first record is a ``RunAdmitted``, the runs whose last
+record is a ``RunSuspended`` — and the outcome index takes each sealed run's seal outcome (it
+follows the seal record since version 4).
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from typing import Any, cast
 
 import pytest
 
-from store.api import Append, JournalStore
+from store.api import Append, JournalStore, WaitingRun
+from store.errors import DuplicateAdmissionError
 from store.export import export_store, restore_store
 from store.open import init_store, open_store
 from store.schema import SCHEMA_VERSION
@@ -109,7 +117,7 @@ def test_the_old_codes_store_opens_upgraded_and_works(tmp_path: Path) -> None:
         assert conn.execute("SELECT schema_version FROM meta").fetchone() == (2,)
     conn.close()
     with open_store(db=db, key=KEY, clock=lambda: T0 + 10) as s:
-        assert version(s) == SCHEMA_VERSION == 3
+        assert version(s) == SCHEMA_VERSION == 4
         # Everything written by the old code reads and verifies.
         checks = list(verify_runs(s))
         assert [(c.run, c.records, c.seal is not None) for c in checks] == [
@@ -210,7 +218,7 @@ def test_an_old_store_is_upgraded_when_opened(backend: Backend) -> None:
             h.close()
 
 
-@pytest.mark.parametrize("stored", [1, 4])
+@pytest.mark.parametrize("stored", [1, 5])
 def test_a_version_this_code_does_not_upgrade_is_refused(backend: Backend, stored: int) -> None:
     made_old(backend, KEY)
     with open_store(db=backend.db, postgres=backend.postgres) as s:
@@ -224,3 +232,62 @@ def test_a_version_this_code_does_not_upgrade_is_refused(backend: Backend, store
         with pytest.raises(UsageError) as e:
             attempt()
         assert str(e.value) == want
+
+
+# --- version 3 -> 4: the derived indexes are backfilled ----------------------------------------
+
+
+def made_v3(backend: Backend, key: SignerKey) -> None:
+    """A store with admitted, waiting and sealed runs, turned into what version 3 held: without
+    the three tables, and with the outcome index fed by RunConcluded records only."""
+    init_store(db=backend.db, postgres=backend.postgres, origin=ORIGIN, key=key)
+    with open_store(db=backend.db, postgres=backend.postgres, key=key, clock=lambda: T0) as s:
+        s.append(
+            1,
+            [
+                Append("adm-1", "RunAdmitted", {"source": "billing", "id": "inv-1"}),
+                Append("adm-1", "RunSuspended", {"until": T0 + 60, "message": "payment-1"}),
+            ],
+        )
+        s.append(1, [Append("adm-2", "RunAdmitted", {"source": "billing", "id": "inv-2"})])
+        s.append(1, [Append("adm-2", "Step", 1)])
+        s.append(1, [Append("other", "RunAdmitted", {"source": "crm", "id": "inv-1"})])
+        s.append(1, [Append("nap", "RunSuspended", {"until": T0 + 5})])
+        s.append(1, [Append("woke", "RunSuspended", {"until": T0}), Append("woke", "Step", 2)])
+        e = s.acquire("done", "worker", 60).epoch
+        s.append(e, [Append("done", "RunConcluded", {"outcome": "failed"})])
+        s.seal("done", e, "succeeded")
+        for table in ("run_admission", "run_source", "run_waiting"):
+            sql(s, f"DROP TABLE {table}")
+        sql(s, "UPDATE run_outcome SET outcome = 'failed' WHERE run = 'done'")
+        sql(s, "UPDATE meta SET schema_version = 3")
+
+
+def test_a_version_3_store_is_upgraded_with_its_indexes_backfilled(backend: Backend) -> None:
+    made_v3(backend, KEY)
+    with open_store(db=backend.db, postgres=backend.postgres, key=KEY, clock=lambda: T0 + 10) as s:
+        assert version(s) == SCHEMA_VERSION == 4
+        assert s.admitted_as("billing/inv-1") == "adm-1"
+        assert s.admitted_as("billing/inv-2") == "adm-2"
+        assert s.admitted_as("crm/inv-1") == "other"
+        assert s.admitted_as("billing/inv-3") is None
+        assert s.recent_runs(None, 10, source="billing") == [("adm-2", T0), ("adm-1", T0)]
+        assert s.recent_runs(None, 10, source="crm") == [("other", T0)]
+        assert s.waiting_runs(10) == [
+            WaitingRun("nap", T0 + 5, None, 1),
+            WaitingRun("adm-1", T0 + 60, "payment-1", 2),
+        ]
+        # The outcome index follows the seal record now.
+        assert s.runs_by_outcome("succeeded", 10) == ["done"]
+        assert s.count_by_outcome("failed") == 0
+        # The backfilled key is the arbiter from now on; the source moves with activity.
+        with pytest.raises(DuplicateAdmissionError) as e:
+            s.append(1, [Append("adm-3", "RunAdmitted", {"source": "billing", "id": "inv-1"})])
+        assert (e.value.key, e.value.holder, e.value.run) == ("billing/inv-1", "adm-1", "adm-3")
+        s.append(1, [Append("adm-1", "Resumed", {"by": "payment-1"})])
+        assert s.waiting_runs(10) == [WaitingRun("nap", T0 + 5, None, 1)]
+        assert s.recent_runs(None, 1, source="billing") == [("adm-1", T0 + 10)]
+        # Claimed at the run's last activity before the upgrade: kept until asked otherwise.
+        assert s.forget_admissions(T0) == 0
+        assert s.forget_admissions(T0 + 1) == 3
+        assert s.admitted_as("billing/inv-1") is None

@@ -52,7 +52,8 @@ operation within about a millisecond of each other and really race. Commands:
     ``decreases`` how often a checkpoint was smaller than the one before it.
 
 An error line is ``{"error": class name, "message": text, …}`` with the error's fields
-(``owner``/``epoch`` of a LeaseHeldError, ``held``/``current`` of a FencedError).
+(``owner``/``epoch`` of a LeaseHeldError, ``held``/``current`` of a FencedError,
+``key``/``holder``/``run`` of a DuplicateAdmissionError).
 
 Mode ``writer`` (the crash test; ``--prefix P --seed N [--ttl S] [--max-seconds S]``): loop
 until killed (or ``--max-seconds``, a guard against strays). When it has no run it takes the
@@ -82,7 +83,7 @@ from collections.abc import Callable
 from typing import Any
 
 from store.api import Append, JournalStore
-from store.errors import FencedError, LeaseHeldError, StoreError
+from store.errors import DuplicateAdmissionError, FencedError, LeaseHeldError, StoreError
 from store.open import open_store
 from tlog.checkpoint import Checkpoint
 from tlog.errors import TlogError
@@ -136,6 +137,8 @@ def error_line(e: BaseException, **extra: Any) -> Json:
         out.update(owner=e.owner, epoch=e.epoch)
     elif isinstance(e, FencedError):
         out.update(held=e.held, current=e.current)
+    elif isinstance(e, DuplicateAdmissionError):
+        out.update(key=e.key, holder=e.holder, run=e.run)
     return out
 
 
