@@ -59,7 +59,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.errors import CorruptError
 from tlog.checkpoint import Checkpoint
@@ -67,6 +67,9 @@ from tlog.errors import UsageError
 from tlog.journal import GENESIS, ChainError, Record, RecordSignature, verify_chain
 from tlog.keys import format_vkey, parse_vkey_value
 from tlog.note import Verifier
+
+if TYPE_CHECKING:
+    from store.atomic import AtomicJournal
 
 _NO_DATA: Any = object()
 
@@ -175,6 +178,13 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def is_shared(self) -> bool:
         """True when several processes may write the same state (PostgreSQL)."""
+
+    @property
+    def atomic(self) -> AtomicJournal | None:
+        """The capability to append and seal inside the embedder's own transaction
+        (:mod:`store.atomic`), or None when this backend cannot offer it (the default; SQLite).
+        Ask when the embedder is configured (:func:`store.atomic.require_atomic`)."""
+        return None
 
     # --- records ---------------------------------------------------------------------------
 

@@ -26,6 +26,11 @@ key)::
     run_cancel   (tenant, run, actor, reason, requested_at)          PK (tenant, run)
     witness_key  (tenant, name, key_id, vkey, first_seen)            PK (tenant, name,
                  key_id): the witness keys the tenant's exports declare (below)
+    subscription (tenant, id, url, token, run, created_at)           PK (tenant, id): the
+                 outbox's receivers (:mod:`store.outbox`); run NULL: the whole tenant
+    delivery     (tenant, subscription, run, next_seq, attempts, next_attempt_at,
+                  last_error, claim)                    PK (tenant, subscription, run), index
+                 delivery_due (tenant, next_attempt_at) WHERE next_attempt_at IS NOT NULL
 
 Text keys (tenant, run, case) compare bytewise (SQLite's BINARY, PostgreSQL ``COLLATE "C"``),
 so database order equals Python's ``str`` order and paging cursors agree with the database.
@@ -62,12 +67,12 @@ from tlog.errors import MalformedError, UsageError
 from tlog.journal import Record, RecordSignature, chain_hash, check_run_id
 from tlog.note import Signature, parse_note
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the schema below, recorded in ``meta``. A store of version 2 is upgraded when it is
 opened or initialised (:data:`UPGRADES`); one of any other version is refused. Version 2: a seal
 appends the run's seal record (kind ``RunSealed``), whose hash is the sealed head; a version-1
 store's seals have none, and its exports would not verify. Version 3: the table
-``witness_key``."""
+``witness_key``. Version 4: the outbox (``subscription``, ``delivery``)."""
 
 OWNER = "tlog-store"
 """The schema's name for the engine's init lock."""
@@ -93,6 +98,9 @@ CONSTRAINTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "run_activity_pk": ("run_activity", ("tenant", "run")),
     "run_cancel_pk": ("run_cancel", ("tenant", "run")),
     "witness_key_pk": ("witness_key", ("tenant", "name", "key_id")),
+    # issue 13: outbox
+    "subscription_pk": ("subscription", ("tenant", "id")),
+    "delivery_pk": ("delivery", ("tenant", "subscription", "run")),
 }
 """Every unique constraint of the schema: name -> (table, columns). Dialects report these names."""
 
@@ -104,6 +112,32 @@ WITNESS_KEY_DDL = """CREATE TABLE IF NOT EXISTS witness_key (
         first_seen BIGINT NOT NULL,
         CONSTRAINT witness_key_pk PRIMARY KEY (tenant, name, key_id))"""
 """The table of version 3: in :data:`DDL`, and the upgrade from version 2."""
+
+# issue 13: outbox
+OUTBOX_DDL = (
+    """CREATE TABLE IF NOT EXISTS subscription (
+        tenant {key} NOT NULL,
+        id BIGINT NOT NULL,
+        url TEXT NOT NULL,
+        token TEXT,
+        run {key},
+        created_at BIGINT NOT NULL,
+        CONSTRAINT subscription_pk PRIMARY KEY (tenant, id))""",
+    """CREATE TABLE IF NOT EXISTS delivery (
+        tenant {key} NOT NULL,
+        subscription BIGINT NOT NULL,
+        run {key} NOT NULL,
+        next_seq BIGINT NOT NULL,
+        attempts BIGINT NOT NULL,
+        next_attempt_at BIGINT,
+        last_error TEXT,
+        claim TEXT,
+        CONSTRAINT delivery_pk PRIMARY KEY (tenant, subscription, run))""",
+    """CREATE INDEX IF NOT EXISTS delivery_due
+        ON delivery (tenant, next_attempt_at) WHERE next_attempt_at IS NOT NULL""",
+)
+"""The outbox's tables (:mod:`store.outbox`), of version 4: in :data:`DDL`, and the upgrade
+from version 3."""
 
 # The DDL, with the dialect's column types substituted for {blob} (bytes), {key} (text that
 # orders bytewise), {bool} and {compact} (a table-storage suffix for small keyed rows).
@@ -202,12 +236,18 @@ DDL = (
         requested_at BIGINT NOT NULL,
         CONSTRAINT run_cancel_pk PRIMARY KEY (tenant, run))""",
     WITNESS_KEY_DDL,
+    # issue 13: outbox
+    *OUTBOX_DDL,
 )
 
 UPGRADES: dict[int, tuple[str, ...]] = {
     # 2 -> 3: the remembered witness keys (an upgraded store remembers none yet: the keys of the
     # cosignatures it kept before are remembered when they are merged again, or declared).
     2: (WITNESS_KEY_DDL,),
+    3: (
+        # issue 13: outbox (an upgraded store has no subscriptions yet)
+        *OUTBOX_DDL,
+    ),
 }
 """Statements that take a store from schema version N to N + 1 (``{type}`` names as in
 :data:`DDL`), run by :func:`upgrade` in one write transaction."""
@@ -395,6 +435,7 @@ __all__ = [
     "DDL",
     "INSERT_RECORD",
     "NOT_INITIALISED",
+    "OUTBOX_DDL",
     "OWNER",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",
