@@ -58,6 +58,11 @@ lease) and inserts one ``orders`` row per record; prints ``{"op": "appended", "r
 "seqs": [...]}`` before its COMMIT (after a short random pause there) and ``{"op": "committed",
 ...}`` after it; loops until killed.
 
+Mode ``deliver`` (``--batch N --timeout S [--once]``): the outbox's worker
+(:class:`store.deliver.Deliverer`, polling every 20 ms when idle); prints ``{"ready": pid}``,
+then ``{"op": "attempt", "sub", "run", "first", "last", "error", "acknowledged"}`` after each
+request, and ``{"done": true}`` when ``--once`` found nothing due.
+
 An error line is ``{"error": class name, "message": text, …}`` with the error's fields
 (``owner``/``epoch`` of a LeaseHeldError, ``held``/``current`` of a FencedError).
 
@@ -460,12 +465,42 @@ def embedder(
             emit({"op": "committed", "run": run, "seqs": seqs})
 
 
+# --- deliver mode ----------------------------------------------------------------------------
+
+
+def deliver(store: JournalStore, batch: int, timeout: int, once: bool) -> None:
+    """The ``deliver`` mode (module docstring): the outbox's worker, a line per request."""
+    from store.deliver import Deliverer
+
+    with Deliverer(store, batch=batch, timeout=timeout) as worker:
+        emit({"ready": os.getpid()})
+        worker.run(
+            once=once,
+            poll=0.02,
+            report=lambda a: emit(
+                {
+                    "op": "attempt",
+                    "sub": a.subscription,
+                    "run": a.run,
+                    "first": a.first,
+                    "last": a.last,
+                    "error": a.error,
+                    "acknowledged": a.acknowledged,
+                }
+            ),
+        )
+    emit({"done": True})
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("mode", choices=["serve", "writer", "embedder"])
+    p.add_argument("mode", choices=["serve", "writer", "embedder", "deliver"])
+    p.add_argument("--batch", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=2)
+    p.add_argument("--once", action="store_true")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--db")
     where.add_argument("--postgres")
@@ -489,6 +524,8 @@ def main(argv: list[str]) -> int:
     try:
         if args.mode == "serve":
             serve(store)
+        elif args.mode == "deliver":
+            deliver(store, args.batch, args.timeout, args.once)
         elif args.mode == "embedder":
             embedder(store, args.postgres, args.prefix, args.seed, args.max_seconds)
         else:
