@@ -22,6 +22,13 @@ open_store, Append``); each name lives in one module, which documents it:
   current checkpoint, have witnesses cosign it over C2SP tlog-witness, keep the cosignatures:
   a :class:`Publication`) with :func:`witness_clients`, and :func:`published_checkpoints` /
   :func:`describe_note` (the kept checkpoints as :class:`KeptCheckpoint`);
+* the journal as an outbox — :mod:`store.outbox` (subscriptions and delivery cursors:
+  :class:`Subscription`, :class:`Delivery`) and :mod:`store.deliver` (the worker that pushes
+  records to receivers, :class:`Deliverer` and its :class:`Attempt`; :func:`outbox_of`, a
+  store's outbox);
+* joining the embedder's transaction — :mod:`store.atomic`: ``store.atomic`` (an
+  :class:`AtomicJournal` on PostgreSQL, None on SQLite), :func:`require_atomic`, and
+  :class:`JoinedJournal`, the appends and seals of the caller's transaction;
 * export and restore — :mod:`store.export`: :func:`export_store`, :func:`restore_store`
   (:class:`RestoreSummary`; an export that does not verify raises the :mod:`tlog.export` error
   naming its line, a MalformedError or VerificationError, and one the store does not rebuild
@@ -40,7 +47,8 @@ open_store, Append``); each name lives in one module, which documents it:
 The ``tlog-store`` command (:mod:`store.cli`) is a thin layer over these names, and
 ``docs/embedder-guide.md`` shows a Python recipe for each of its verbs. Importing ``store``
 loads no database driver (a backend's is imported when a store is opened) and no HTTP
-library (the witness client is imported when witnesses are contacted).
+library (the witness client is imported when witnesses are contacted, requests when records
+are delivered).
 """
 
 from __future__ import annotations
@@ -58,8 +66,14 @@ if TYPE_CHECKING:
     from store.api import JournalStore as JournalStore
     from store.api import Lease as Lease
     from store.api import Seal as Seal
+    from store.atomic import AtomicJournal as AtomicJournal
+    from store.atomic import JoinedJournal as JoinedJournal
+    from store.atomic import require_atomic as require_atomic
     from store.batch import parse_batch as parse_batch
     from store.batch import parse_data as parse_data
+    from store.deliver import Attempt as Attempt
+    from store.deliver import Deliverer as Deliverer
+    from store.deliver import outbox_of as outbox_of
     from store.errors import BackendError as BackendError
     from store.errors import CommitUnknownError as CommitUnknownError
     from store.errors import CorruptError as CorruptError
@@ -76,6 +90,8 @@ if TYPE_CHECKING:
     from store.export import restore_store as restore_store
     from store.open import init_store as init_store
     from store.open import open_store as open_store
+    from store.outbox import Delivery as Delivery
+    from store.outbox import Subscription as Subscription
     from store.prove import NotSealedError as NotSealedError
     from store.prove import prove_run as prove_run
     from store.publish import KeptCheckpoint as KeptCheckpoint
@@ -98,15 +114,20 @@ if TYPE_CHECKING:
 
 _MODULE_OF = {
     "Append": "store.api",
+    "AtomicJournal": "store.atomic",
+    "Attempt": "store.deliver",
     "BackendError": "store.errors",
     "Cancellation": "store.api",
     "CommitUnknownError": "store.errors",
     "CorruptError": "store.errors",
+    "Deliverer": "store.deliver",
+    "Delivery": "store.outbox",
     "DuplicateEffectError": "store.errors",
     "FencedError": "store.errors",
     "Head": "store.api",
     "Inclusion": "store.api",
     "InvalidSignatureError": "tlog.errors",
+    "JoinedJournal": "store.atomic",
     "JournalStore": "store.api",
     "KeptCheckpoint": "store.publish",
     "Lease": "store.api",
@@ -123,6 +144,7 @@ _MODULE_OF = {
     "Seal": "store.api",
     "SealConflictError": "store.errors",
     "StoreError": "store.errors",
+    "Subscription": "store.outbox",
     "TlogError": "tlog.errors",
     "UsageError": "tlog.errors",
     "VerificationError": "tlog.errors",
@@ -131,12 +153,14 @@ _MODULE_OF = {
     "export_store": "store.export",
     "init_store": "store.open",
     "open_store": "store.open",
+    "outbox_of": "store.deliver",
     "parse_batch": "store.batch",
     "parse_data": "store.batch",
     "prove_run": "store.prove",
     "publish_to_witnesses": "store.publish",
     "published_checkpoints": "store.publish",
     "read_pages": "store.verify",
+    "require_atomic": "store.atomic",
     "restore_store": "store.export",
     "verify_run": "store.verify",
     "verify_runs": "store.verify",
@@ -147,15 +171,20 @@ _MODULE_OF = {
 
 __all__ = [
     "Append",
+    "AtomicJournal",
+    "Attempt",
     "BackendError",
     "Cancellation",
     "CommitUnknownError",
     "CorruptError",
+    "Deliverer",
+    "Delivery",
     "DuplicateEffectError",
     "FencedError",
     "Head",
     "Inclusion",
     "InvalidSignatureError",
+    "JoinedJournal",
     "JournalStore",
     "KeptCheckpoint",
     "Lease",
@@ -172,6 +201,7 @@ __all__ = [
     "Seal",
     "SealConflictError",
     "StoreError",
+    "Subscription",
     "TlogError",
     "UsageError",
     "VerificationError",
@@ -180,12 +210,14 @@ __all__ = [
     "export_store",
     "init_store",
     "open_store",
+    "outbox_of",
     "parse_batch",
     "parse_data",
     "prove_run",
     "publish_to_witnesses",
     "published_checkpoints",
     "read_pages",
+    "require_atomic",
     "restore_store",
     "verify_run",
     "verify_runs",
