@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.api import JournalStore
+from store.db import check_int
 from store.outbox import Claim, JournalOutbox
 from tlog.encoding import b64encode
 from tlog.errors import UsageError
@@ -111,6 +112,22 @@ def push_body(tenant: str, subscription: int, run: str, records: list[Record]) -
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def _reason(e: Exception) -> str:
+    # requests wraps urllib3's error, which wraps the socket's: the innermost reason is the
+    # one that says what happened ("[Errno 111] Connection refused"), without the pool's repr.
+    inner: BaseException = e
+    while True:
+        nxt = getattr(inner.args[0], "reason", None) if inner.args else None
+        if nxt is None and inner.args and isinstance(inner.args[0], BaseException):
+            nxt = inner.args[0]
+        if not isinstance(nxt, BaseException) or nxt is inner:
+            break
+        inner = nxt
+    text = str(inner)
+    head, sep, tail = text.partition("): ")  # "HTTPConnection(host=…, port=…): Failed to …"
+    return tail if sep and "(host=" in head else text
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One request: its delivery, the records it carried (``first``..``last``; none when the
@@ -145,6 +162,11 @@ class Deliverer:
         timeout: int = DEFAULT_TIMEOUT,
         backoff: tuple[int, int] = (BACKOFF_BASE, BACKOFF_CAP),
     ) -> None:
+        check_int(batch, "batch (records per request)", 1)
+        check_int(timeout, "timeout (whole seconds)", 1)
+        base, cap = backoff
+        check_int(base, "backoff base (whole seconds)", 1)
+        check_int(cap, "backoff cap (whole seconds)", base)
         import requests  # noqa: PLC0415 - the store extra, loaded when delivering
 
         self._outbox = outbox_of(store)
@@ -204,7 +226,7 @@ class Deliverer:
             )
             resp.close()
         except self._requests.RequestException as e:
-            return f"{type(e).__name__}: {e}"
+            return f"{type(e).__name__}: {_reason(e)}"
         if 200 <= resp.status_code < 300:
             return None
         return f"HTTP {resp.status_code} {resp.reason or ''}".rstrip()
