@@ -699,7 +699,7 @@ a refused connection, no answer within --timeout S (default 10) -- is retried la
 FIRST-LAST' or 'failed ID RUN FIRST-LAST: ERROR (attempt N)'. Runs until interrupted, looking
 for due deliveries every --poll S seconds (default 1) when idle; --once stops when nothing is
 due. Several workers may run on one PostgreSQL store: no two send one run's records to one
-receiver at once. On SQLite run one.
+receiver at once. On SQLite one is enough (its writes are serialised).
 
 examples:
   tlog-store deliver --once

@@ -20,7 +20,10 @@ once are caught (``overlaps``).
   receiver, never a later record of a run before an earlier one, and a record came twice only
   with a kill between the two requests.
 * PostgreSQL: two workers on one store at once never have one record in flight twice, and
-  between them deliver every record exactly once.
+  between them deliver every record exactly once; runs first written by several threads while
+  subscriptions are made all get a delivery for every subscription (the outbox's gate: without
+  it, an append that did not see a new subscription and a subscribe that did not see the
+  append's run leave that run undelivered).
 """
 
 from __future__ import annotations
@@ -503,3 +506,45 @@ def test_two_workers_never_deliver_one_record_at_once(
     ]
     assert all(per_worker), [len(p) for p in per_worker]
     in_order(receiver.requests)
+
+
+def test_runs_written_while_subscribing_get_deliveries(pg_schema: Any) -> None:
+    # New runs appended by several threads (each its own handle and connection) while
+    # subscriptions are made: every run with records has a delivery for every subscription
+    # made before its first append committed or after — i.e. for all of them.
+    url = pg_schema.conninfo
+    init_store(postgres=url, origin=ORIGIN, key=generate_key(ORIGIN))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def appender(k: int) -> None:
+        try:
+            with open_store(postgres=url) as s:
+                i = 0
+                while not stop.is_set():
+                    s.append(1, [Append(f"t{k}-{i}", "Step")])
+                    i += 1
+        except BaseException as e:  # reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=appender, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        with open_store(postgres=url) as s:
+            subs = []
+            for _ in range(15):
+                time.sleep(0.02)
+                subs.append(outbox(s).subscribe("http://127.0.0.1:9/"))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert errors == []
+    with open_store(postgres=url) as s:
+        runs = set(s.runs(None, 100_000))
+        have: dict[int, set[str]] = {}
+        for d in outbox(s).deliveries(limit=1_000_000):
+            have.setdefault(d.subscription, set()).add(d.run)
+    assert len(runs) > 50
+    assert {sub: runs - have.get(sub, set()) for sub in subs} == {sub: set() for sub in subs}
