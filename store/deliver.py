@@ -4,8 +4,8 @@ The outbox's rows and rules are :mod:`store.outbox`'s; this module is the worker
 due delivery at a time, reads the run's records from the delivery's cursor (at most ``batch``),
 POSTs them to the receiver, and acknowledges them on a 2xx answer or records the failure (the
 status, or the error, and a retry after the backoff). Redirects are not followed (a 3xx is a
-failure). Several workers may run against one PostgreSQL store; on SQLite one at a time is the
-rule (one writer). A worker killed at any point loses nothing: its claim expires
+failure). Several workers may run against one PostgreSQL store; on SQLite, whose writes are
+serialised, one is enough (more are safe, and add nothing). A worker killed at any point loses nothing: its claim expires
 (:func:`claim_ttl`) and the next worker sends again from the cursor — the receiver may then see
 records it had already taken (at least once; a receiver deduplicates by ``(run, seq)``, or by
 ``hash``).
