@@ -52,6 +52,12 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
 * **Recent runs**: ordered by (last append time DESC, run ID DESC), a total order; paging
   resumes strictly after the cursor ``(updated_at, run)``.
 * **Abandoned runs**: leases expired and never released, oldest expiry first.
+* **Joining the embedder's transaction** (optional): :attr:`JournalStore.atomic` is None when
+  the backend cannot (SQLite), else the capability (:mod:`store.atomic`; PostgreSQL), whose
+  appends and seals are this contract's, run inside the caller's own transaction.
+* **The outbox** (:mod:`store.outbox`, on every SQL store): an append or a seal makes the
+  deliveries of the subscriptions covering its run due in its own transaction; a delivery's
+  cursor moves only after the receiver acknowledged (at least once, in seq order per run).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ due delivery at a time, reads the run's records from the delivery's cursor (at m
 POSTs them to the receiver, and acknowledges them on a 2xx answer or records the failure (the
 status, or the error, and a retry after the backoff). Redirects are not followed (a 3xx is a
 failure). Several workers may run against one PostgreSQL store; on SQLite, whose writes are
-serialised, one is enough (more are safe, and add nothing). A worker killed at any point loses nothing: its claim expires
-(:func:`claim_ttl`) and the next worker sends again from the cursor — the receiver may then see
+serialised, one is enough (more are safe, and add nothing). A worker killed at any point loses
+nothing: its claim expires (:func:`claim_ttl`) and the next worker sends again from the cursor —
+the receiver may then see
 records it had already taken (at least once; a receiver deduplicates by ``(run, seq)``, or by
 ``hash``).
 
@@ -145,6 +146,8 @@ class Attempt:
 
     def summary(self) -> str:
         span = f"{self.subscription} {self.run} {self.first}-{self.last}"
+        if self.last < self.first:
+            return f"caught up {self.subscription} {self.run} at {self.first}"
         if self.error is None:
             return f"delivered {span}" + ("" if self.acknowledged else " (claim lost)")
         return f"failed {span}: {self.error} (attempt {self.attempts})"
