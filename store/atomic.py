@@ -27,7 +27,8 @@ chain, the exactly-once keys, the indexes, the log and the outbox's due marks. W
   BackendError, after which the caller retries its whole transaction; the caller's COMMIT is the
   only commit, and so its verdict is the caller's — a COMMIT whose answer was lost is the
   CommitUnknownError case of the store (re-read ``head`` before retrying);
-* the rows the calls lock (the run's lock row, the tenant's log row for a seal) stay locked
+* the rows the calls lock (the run's lock row, the tenant's log row for a seal) and the
+  outbox's gate, held shared (:mod:`store.outbox`: a ``subscribe`` waits for it), stay held
   until the caller's transaction ends: keep it short, as the store keeps its own;
 * ``SET LOCAL synchronous_commit = on``: the caller's COMMIT is durable, as the store's are.
 """
