@@ -23,6 +23,13 @@ open_store, Append``); each name lives in one module, which documents it:
   current checkpoint, have witnesses cosign it over C2SP tlog-witness, keep the cosignatures:
   a :class:`Publication`) with :func:`witness_clients`, and :func:`published_checkpoints` /
   :func:`describe_note` (the kept checkpoints as :class:`KeptCheckpoint`);
+* the journal as an outbox — :mod:`store.outbox` (subscriptions and delivery cursors:
+  :class:`Subscription`, :class:`Delivery`) and :mod:`store.deliver` (the worker that pushes
+  records to receivers, :class:`Deliverer` and its :class:`Attempt`; :func:`outbox_of`, a
+  store's outbox);
+* joining the embedder's transaction — :mod:`store.atomic`: ``store.atomic`` (an
+  :class:`AtomicJournal` on PostgreSQL, None on SQLite), :func:`require_atomic`, and
+  :class:`JoinedJournal`, the appends and seals of the caller's transaction;
 * export and restore — :mod:`store.export`: :func:`export_store`, :func:`restore_store`
   (:class:`RestoreSummary`; an export that does not verify raises the :mod:`tlog.export` error
   naming its line, a MalformedError or VerificationError, and one the store does not rebuild
@@ -42,7 +49,8 @@ open_store, Append``); each name lives in one module, which documents it:
 The ``tlog-store`` command (:mod:`store.cli`) is a thin layer over these names, and
 ``docs/embedder-guide.md`` shows a Python recipe for each of its verbs. Importing ``store``
 loads no database driver (a backend's is imported when a store is opened) and no HTTP
-library (the witness client is imported when witnesses are contacted).
+library (the witness client is imported when witnesses are contacted, requests when records
+are delivered).
 """
 
 from __future__ import annotations
@@ -61,8 +69,14 @@ if TYPE_CHECKING:
     from store.api import Lease as Lease
     from store.api import Seal as Seal
     from store.api import WaitingRun as WaitingRun
+    from store.atomic import AtomicJournal as AtomicJournal
+    from store.atomic import JoinedJournal as JoinedJournal
+    from store.atomic import require_atomic as require_atomic
     from store.batch import parse_batch as parse_batch
     from store.batch import parse_data as parse_data
+    from store.deliver import Attempt as Attempt
+    from store.deliver import Deliverer as Deliverer
+    from store.deliver import outbox_of as outbox_of
     from store.errors import BackendError as BackendError
     from store.errors import CommitUnknownError as CommitUnknownError
     from store.errors import CorruptError as CorruptError
@@ -81,6 +95,8 @@ if TYPE_CHECKING:
     from store.open import init_store as init_store
     from store.open import open_in_memory as open_in_memory
     from store.open import open_store as open_store
+    from store.outbox import Delivery as Delivery
+    from store.outbox import Subscription as Subscription
     from store.prove import NotSealedError as NotSealedError
     from store.prove import prove_run as prove_run
     from store.publish import KeptCheckpoint as KeptCheckpoint
@@ -103,16 +119,21 @@ if TYPE_CHECKING:
 
 _MODULE_OF = {
     "Append": "store.api",
+    "AtomicJournal": "store.atomic",
+    "Attempt": "store.deliver",
     "BackendError": "store.errors",
     "Cancellation": "store.api",
     "CommitUnknownError": "store.errors",
     "CorruptError": "store.errors",
     "DuplicateAdmissionError": "store.errors",
+    "Deliverer": "store.deliver",
+    "Delivery": "store.outbox",
     "DuplicateEffectError": "store.errors",
     "FencedError": "store.errors",
     "Head": "store.api",
     "Inclusion": "store.api",
     "InvalidSignatureError": "tlog.errors",
+    "JoinedJournal": "store.atomic",
     "JournalStore": "store.api",
     "KeptCheckpoint": "store.publish",
     "Lease": "store.api",
@@ -130,6 +151,7 @@ _MODULE_OF = {
     "WaitingRun": "store.api",
     "SealConflictError": "store.errors",
     "StoreError": "store.errors",
+    "Subscription": "store.outbox",
     "TlogError": "tlog.errors",
     "UsageError": "tlog.errors",
     "VerificationError": "tlog.errors",
@@ -139,12 +161,14 @@ _MODULE_OF = {
     "init_store": "store.open",
     "open_in_memory": "store.open",
     "open_store": "store.open",
+    "outbox_of": "store.deliver",
     "parse_batch": "store.batch",
     "parse_data": "store.batch",
     "prove_run": "store.prove",
     "publish_to_witnesses": "store.publish",
     "published_checkpoints": "store.publish",
     "read_pages": "store.verify",
+    "require_atomic": "store.atomic",
     "restore_store": "store.export",
     "verify_run": "store.verify",
     "verify_runs": "store.verify",
@@ -155,16 +179,21 @@ _MODULE_OF = {
 
 __all__ = [
     "Append",
+    "AtomicJournal",
+    "Attempt",
     "BackendError",
     "Cancellation",
     "CommitUnknownError",
     "CorruptError",
+    "Deliverer",
+    "Delivery",
     "DuplicateAdmissionError",
     "DuplicateEffectError",
     "FencedError",
     "Head",
     "Inclusion",
     "InvalidSignatureError",
+    "JoinedJournal",
     "JournalStore",
     "KeptCheckpoint",
     "Lease",
@@ -181,6 +210,7 @@ __all__ = [
     "Seal",
     "SealConflictError",
     "StoreError",
+    "Subscription",
     "TlogError",
     "UsageError",
     "VerificationError",
@@ -191,12 +221,14 @@ __all__ = [
     "init_store",
     "open_in_memory",
     "open_store",
+    "outbox_of",
     "parse_batch",
     "parse_data",
     "prove_run",
     "publish_to_witnesses",
     "published_checkpoints",
     "read_pages",
+    "require_atomic",
     "restore_store",
     "verify_run",
     "verify_runs",

@@ -94,6 +94,12 @@ Guarantees (each enforced inside the transaction that writes, never by a read-th
 * **Where a store lives**: a SQLite file, a PostgreSQL schema, or nowhere durable — the
   ephemeral store (:func:`store.open.open_in_memory`), the same code on SQLite in memory, which
   leaves nothing behind and cannot outlive a crash (tests and simulations only).
+* **Joining the embedder's transaction** (optional): :attr:`JournalStore.atomic` is None when
+  the backend cannot (SQLite), else the capability (:mod:`store.atomic`; PostgreSQL), whose
+  appends and seals are this contract's, run inside the caller's own transaction.
+* **The outbox** (:mod:`store.outbox`, on every SQL store): an append or a seal makes the
+  deliveries of the subscriptions covering its run due in its own transaction; a delivery's
+  cursor moves only after the receiver acknowledged (at least once, in seq order per run).
 """
 
 from __future__ import annotations
@@ -101,7 +107,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.errors import CorruptError
 from tlog.checkpoint import Checkpoint
@@ -109,6 +115,9 @@ from tlog.errors import UsageError
 from tlog.journal import GENESIS, ChainError, Record, RecordSignature, verify_chain
 from tlog.keys import format_vkey, parse_vkey_value
 from tlog.note import Verifier
+
+if TYPE_CHECKING:
+    from store.atomic import AtomicJournal
 
 _NO_DATA: Any = object()
 
@@ -237,6 +246,13 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def is_shared(self) -> bool:
         """True when several processes may write the same state (PostgreSQL)."""
+
+    @property
+    def atomic(self) -> AtomicJournal | None:
+        """The capability to append and seal inside the embedder's own transaction
+        (:mod:`store.atomic`), or None when this backend cannot offer it (the default; SQLite).
+        Ask when the embedder is configured (:func:`store.atomic.require_atomic`)."""
+        return None
 
     # --- records ---------------------------------------------------------------------------
 

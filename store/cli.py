@@ -25,6 +25,10 @@ Verbs (every one takes the store options below)::
                       [--record-key VKEY]...
     tlog-store restore FILE [--key FILE] [--record-key VKEY]... [--require-record-signatures]
                        [--json]
+    tlog-store subscribe URL [--run RUN] [--token-file F] [--json]
+    tlog-store subscriptions [--json]
+    tlog-store unsubscribe ID
+    tlog-store deliver [--once] [--batch N] [--timeout S] [--poll S]
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
 of :mod:`store.batch`, :mod:`store.verify`, :mod:`store.prove`, :mod:`store.publish` or
@@ -60,9 +64,9 @@ Outputs go to standard output: see each verb's ``--help``. ``--json`` prints one
 (``read --json`` prints one object per record per line, JSON Lines, so that it streams).
 
 Exit status: 0 success, 1 does not verify, 2 unusable input or usage (also a verb that needs an
-extra that is not installed: ``publish --witness`` the ``store`` extra, ``--postgres`` the
-``postgres`` extra, :mod:`tlog.extras`), 3 refused by the store's rules, 4 backend trouble, as
-``tlog-store --help`` tells its users. Which exception gives which
+extra that is not installed: ``publish --witness`` and ``deliver`` the ``store`` extra,
+``--postgres`` the ``postgres`` extra, :mod:`tlog.extras`), 3 refused by the store's rules,
+4 backend trouble, as ``tlog-store --help`` tells its users. Which exception gives which
 status is :data:`_STATUSES` (then the common rules of :mod:`tlog.cli.run`), the one mapping.
 Every failure prints exactly one line on standard error, ``tlog-store: <verb>: <message>``, and
 never a traceback. A closed standard output (``tlog-store ... | head``) ends the command silently
@@ -113,6 +117,13 @@ from store import (
 from store import cliparser as ui
 from store.batch import check_field
 from store.cliparser import verb
+from store.deliver import (
+    DEFAULT_BATCH,
+    DEFAULT_TIMEOUT,
+    Deliverer,
+    outbox_of,
+    record_object,
+)
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -372,19 +383,7 @@ def _cmd_waiting(args: argparse.Namespace) -> int:
 
 
 def _record_json(r: Record) -> bytes:
-    obj: dict[str, Any] = {
-        "seq": r.seq,
-        "hash": b64encode(r.hash),
-        "prev_hash": b64encode(r.prev_hash),
-        "raw": r.raw.decode("utf-8"),
-    }
-    if r.signature is not None:
-        obj["signature"] = {
-            "name": r.signature.name,
-            "key_id": f"{r.signature.key_id:08x}",
-            "sig": b64encode(r.signature.sig),
-        }
-    return json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
+    return json.dumps(record_object(r), ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 def _record_text(r: Record) -> bytes:
@@ -641,6 +640,72 @@ class _StoreCommand(Command):
         return p
 
 
+# --- the outbox --------------------------------------------------------------------------------
+
+
+def _cmd_subscribe(args: argparse.Namespace) -> int:
+    url = utf8_arg(args.url, "URL")
+    run = None if args.run is None else ui.parse_run(args.run)
+    token = None if args.token_file is None else ui.parse_token_file(args.token_file)
+    with _open(args) as store:
+        sub = outbox_of(store).subscribe(url, run=run, token=token)
+    as_json = {"id": sub, "url": url, "run": run, "token": token is not None}
+    return _output(args, as_json, f"{sub}\n")
+
+
+def _cmd_subscriptions(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        outbox = outbox_of(store)
+        subs = outbox.subscriptions()
+        failing = [d for d in outbox.deliveries() if d.attempts > 0]
+    listed: list[dict[str, Any]] = []
+    lines = []
+    for sub in subs:
+        mine = [d for d in failing if d.subscription == sub.id]
+        scope = "tenant" if sub.run is None else f"run {sub.run}"
+        lines.append(f"{sub.id} {scope} {sub.url}" + (" token" if sub.token else "") + "\n")
+        lines += [
+            f"  {d.run} next {d.next_seq} attempts {d.attempts}: {d.last_error}\n" for d in mine
+        ]
+        listed.append(
+            {
+                "id": sub.id,
+                "url": sub.url,
+                "run": sub.run,
+                "token": sub.token is not None,
+                "created_at": sub.created_at,
+                "deliveries": [
+                    {
+                        "run": d.run,
+                        "next_seq": d.next_seq,
+                        "attempts": d.attempts,
+                        "next_attempt_at": d.next_attempt_at,
+                        "last_error": d.last_error,
+                    }
+                    for d in mine
+                ],
+            }
+        )
+    return _output(args, {"subscriptions": listed}, "".join(lines))
+
+
+def _cmd_unsubscribe(args: argparse.Namespace) -> int:
+    sub = decimal_arg(args.id, "ID", 1)
+    with _open(args) as store:
+        if not outbox_of(store).unsubscribe(sub):
+            raise UsageError(f"no subscription {sub}")
+    return EXIT_OK
+
+
+def _cmd_deliver(args: argparse.Namespace) -> int:
+    batch = DEFAULT_BATCH if args.batch is None else decimal_arg(args.batch, "--batch", 1)
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else decimal_arg(args.timeout, "--timeout", 1)
+    poll = 1 if args.poll is None else decimal_arg(args.poll, "--poll", 1)
+    with _open(args) as store, Deliverer(store, batch=batch, timeout=timeout) as worker:
+        worker.run(once=args.once, poll=poll, report=lambda a: write_stdout(a.summary() + "\n"))
+    return EXIT_OK
+
+
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
@@ -651,7 +716,7 @@ def command() -> Command:
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,
         statuses=_STATUSES,
-        # publish --witness needs the witness client (requests), --postgres psycopg.
+        # publish --witness and deliver need requests, --postgres psycopg.
         extras=("store", "postgres"),
         verbs=(
             verb("init", "initialise a store", ui.INIT, _cmd_init, ui.init_args, ui.KEY_JSON),
@@ -721,6 +786,30 @@ def command() -> Command:
                 _cmd_restore,
                 ui.restore_args,
                 ui.KEY_JSON,
+            ),
+            verb(
+                "subscribe",
+                "subscribe a receiver to records",
+                ui.SUBSCRIBE,
+                _cmd_subscribe,
+                ui.subscribe_args,
+            ),
+            verb("subscriptions", "list subscriptions", ui.SUBSCRIPTIONS, _cmd_subscriptions),
+            verb(
+                "unsubscribe",
+                "delete a subscription",
+                ui.UNSUBSCRIBE,
+                _cmd_unsubscribe,
+                ui.unsubscribe_args,
+                ui.PLAIN,
+            ),
+            verb(
+                "deliver",
+                "push subscribed records to receivers",
+                ui.DELIVER,
+                _cmd_deliver,
+                ui.deliver_args,
+                ui.PLAIN,
             ),
         ),
     )

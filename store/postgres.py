@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from store.atomic import AtomicJournal
 from store.db.postgres import PostgresDialect
 from store.sql import SQLStore
 from tlog.errors import UsageError
@@ -64,6 +65,14 @@ class PostgresStore(SQLStore):
             record_signer=record_signer,
             clock=clock,
         )
+        self._atomic: AtomicJournal | None = None
+
+    @property
+    def atomic(self) -> AtomicJournal:
+        """This backend can join the embedder's transaction (:mod:`store.atomic`)."""
+        if self._atomic is None:
+            self._atomic = AtomicJournal(self)
+        return self._atomic
 
     @classmethod
     def initialise(cls, conninfo: str, origin: str, key: SignerKey) -> None:

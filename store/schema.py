@@ -32,6 +32,11 @@ key)::
                  source, updated_at DESC, run DESC): recent runs by source (below)
     run_waiting  (tenant, run, until_at, message, seq)  PK (tenant, run), index (tenant,
                  until_at, run): the waiting runs (below)
+    subscription (tenant, id, url, token, run, created_at)           PK (tenant, id): the
+                 outbox's receivers (:mod:`store.outbox`); run NULL: the whole tenant
+    delivery     (tenant, subscription, run, next_seq, attempts, next_attempt_at,
+                  last_error, claim)                    PK (tenant, subscription, run), index
+                 delivery_due (tenant, next_attempt_at) WHERE next_attempt_at IS NOT NULL
 
 Text keys (tenant, run, case) compare bytewise (SQLite's BINARY, PostgreSQL ``COLLATE "C"``),
 so database order equals Python's ``str`` order and paging cursors agree with the database.
@@ -98,7 +103,7 @@ opened or initialised (:data:`UPGRADES`); one of any other version is refused. V
 appends the run's seal record (kind ``RunSealed``), whose hash is the sealed head; a version-1
 store's seals have none, and its exports would not verify. Version 3: the table
 ``witness_key``. Version 4: the tables ``run_admission``, ``run_source`` and
-``run_waiting``."""
+``run_waiting``, and the outbox (``subscription``, ``delivery``)."""
 
 OWNER = "tlog-store"
 """The schema's name for the engine's init lock."""
@@ -128,6 +133,9 @@ CONSTRAINTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "run_admission_pk": ("run_admission", ("tenant", "admission_key")),
     "run_source_pk": ("run_source", ("tenant", "run")),
     "run_waiting_pk": ("run_waiting", ("tenant", "run")),
+    # issue 13: outbox
+    "subscription_pk": ("subscription", ("tenant", "id")),
+    "delivery_pk": ("delivery", ("tenant", "subscription", "run")),
 }
 """Every unique constraint of the schema: name -> (table, columns). Dialects report these names."""
 
@@ -207,6 +215,32 @@ def index_outcome(tx: Tx, tenant: str, run: str, outcome: str) -> None:
         (tenant, run, outcome, ordinal),
     )
 
+
+# issue 13: outbox
+OUTBOX_DDL = (
+    """CREATE TABLE IF NOT EXISTS subscription (
+        tenant {key} NOT NULL,
+        id BIGINT NOT NULL,
+        url TEXT NOT NULL,
+        token TEXT,
+        run {key},
+        created_at BIGINT NOT NULL,
+        CONSTRAINT subscription_pk PRIMARY KEY (tenant, id))""",
+    """CREATE TABLE IF NOT EXISTS delivery (
+        tenant {key} NOT NULL,
+        subscription BIGINT NOT NULL,
+        run {key} NOT NULL,
+        next_seq BIGINT NOT NULL,
+        attempts BIGINT NOT NULL,
+        next_attempt_at BIGINT,
+        last_error TEXT,
+        claim TEXT,
+        CONSTRAINT delivery_pk PRIMARY KEY (tenant, subscription, run))""",
+    """CREATE INDEX IF NOT EXISTS delivery_due
+        ON delivery (tenant, next_attempt_at) WHERE next_attempt_at IS NOT NULL""",
+)
+"""The outbox's tables (:mod:`store.outbox`), of version 4: in :data:`DDL`, and the upgrade
+from version 3."""
 
 # The DDL, with the dialect's column types substituted for {blob} (bytes), {key} (text that
 # orders bytewise), {bool} and {compact} (a table-storage suffix for small keyed rows).
@@ -307,6 +341,8 @@ DDL = (
     WITNESS_KEY_DDL,
     # issue 13: admissions, sources, waiting
     *ADMISSION_DDL,
+    # issue 13: outbox
+    *OUTBOX_DDL,
 )
 
 Upgrade = str | Callable[[Tx], None]
@@ -362,6 +398,8 @@ UPGRADES: dict[int, tuple[Upgrade, ...]] = {
         # issue 13: admissions, sources, waiting
         *ADMISSION_DDL,
         backfill_v4,
+        # issue 13: outbox (an upgraded store has no subscriptions yet)
+        *OUTBOX_DDL,
     ),
 }
 """Steps that take a store from schema version N to N + 1 (:data:`Upgrade`), run by
@@ -558,6 +596,7 @@ __all__ = [
     "INSERT_RECORD",
     "INSERT_SOURCE",
     "NOT_INITIALISED",
+    "OUTBOX_DDL",
     "OWNER",
     "RECORD_COLUMNS",
     "SCHEMA_VERSION",

@@ -14,6 +14,7 @@ commit-unknown rule, reconnecting). The store is built of parts, one concept eac
  :mod:`store.writes`     append, seal, the leases, cancellation requests
  :mod:`store.reads`      records, heads, seals, the tree and proofs, the indexes
  :mod:`store.notes`      signed checkpoints: sign, merge cosignatures, import
+ :mod:`store.outbox`     subscriptions and delivery cursors (the journal as an outbox)
  :mod:`store.sql`        :class:`SQLStore`, the whole store; initialisation
 ======================  ===================================================================
 
@@ -90,6 +91,7 @@ from typing import Any
 from store.db import MAX_ATTEMPTS, Dialect, Session, Tx, create_tables
 from store.errors import CorruptError
 from store.notes import CheckpointNotes
+from store.outbox import JournalOutbox
 from store.reads import JournalReads
 from store.schema import (
     CONSTRAINTS,
@@ -106,7 +108,7 @@ from tlog.keys import SignerKey, parse_vkey
 from tlog.note import TYPE_ED25519, check_key_name
 
 
-class SQLStore(JournalWrites, JournalReads, CheckpointNotes):
+class SQLStore(JournalWrites, JournalReads, CheckpointNotes, JournalOutbox):
     """A journal store over one SQL database through a :class:`Dialect`.
 
     Requires: the database was initialised (:meth:`initialise`), else :class:`UsageError`

@@ -8,7 +8,7 @@ transaction; nothing is written when a write raises.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,7 @@ from store.errors import (
     RunSealedError,
     SealConflictError,
 )
+from store.outbox import mark_due
 from store.schema import (
     CLAIM_ADMISSION,
     CLEAR_WAITING,
@@ -234,9 +235,29 @@ class JournalWrites(SQLCore):
         the handle's record signer for this batch (see :mod:`store.sql`); on that path a held
         admission key is taken over instead of refused (:meth:`_claim_admission`).
         """
-        given = None if signatures is None else _check_signatures(signatures, len(batch))
         if not batch:
+            if signatures is not None:
+                _check_signatures(signatures, 0)
             return []
+        run, work = self._append_work(epoch, batch, signatures)
+        try:
+            return self._write(work)
+        except _EffectConflict as c:
+            raise DuplicateEffectError(
+                run, self._conflicting_key(run, c.keys, self._read)
+            ) from None
+
+    def _append_work(
+        self,
+        epoch: int,
+        batch: Sequence[Append],
+        signatures: Sequence[RecordSignature | None] | None,
+    ) -> tuple[str, Callable[[Tx], list[Record]]]:
+        """The checked arguments of a non-empty :meth:`append` as its run and the function its
+        transaction runs: the one append, for the store's own transactions and for a caller's
+        (:mod:`store.atomic`). The function raises :class:`_EffectConflict` for a refused
+        exactly-once key (the caller names it, :meth:`_conflicting_key`, once rolled back)."""
+        given = None if signatures is None else _check_signatures(signatures, len(batch))
         check_int(epoch, "epoch", 1)
         run = _batch_run(batch)
         tenant = self._tenant
@@ -275,12 +296,10 @@ class JournalWrites(SQLCore):
                 tx.execute(UPSERT_WAITING, (tenant, run, wait.until, wait.message, last))
             else:
                 tx.execute(CLEAR_WAITING, (tenant, run))
+            mark_due(tx, tenant, run, now)
             return records
 
-        try:
-            return self._write(work)
-        except _EffectConflict as c:
-            raise DuplicateEffectError(run, self._conflicting_key(run, c.keys)) from None
+        return run, work
 
     def _claim_effects(self, tx: Tx, run: str, pairs: list[tuple[Append, Record]]) -> None:
         """Insert the exactly-once keys of the batch's ``EffectStarted`` records."""
@@ -345,9 +364,12 @@ class JournalWrites(SQLCore):
             (now, self._tenant, run),
         )
 
-    def _conflicting_key(self, run: str, keys: list[str]) -> str:
+    def _conflicting_key(
+        self, run: str, keys: list[str], read: Callable[[Callable[[Tx], str | None]], str | None]
+    ) -> str:
         # Which key the constraint refused: a key repeated inside the batch, else one that the
-        # run's history holds (keys are never deleted, so it is still there).
+        # run's history holds (keys are never deleted, so it is still there), looked up by
+        # ``read`` (a read transaction, or the caller's joined transaction).
         seen: set[str] = set()
         for k in keys:
             if k in seen:
@@ -365,7 +387,7 @@ class JournalWrites(SQLCore):
                     return k
             return None
 
-        return self._read(find) or keys[0]
+        return read(find) or keys[0]
 
     # --- leases --------------------------------------------------------------------------------
 
@@ -516,6 +538,17 @@ class JournalWrites(SQLCore):
         nothing. A run without records cannot be sealed (UsageError). The seal record, the seal
         row, the position and the stored tree hashes are written in one transaction.
         """
+        return self._write(self._seal_work(run, epoch, outcome, signatures))
+
+    def _seal_work(
+        self,
+        run: str,
+        epoch: int,
+        outcome: str,
+        signatures: Sequence[RecordSignature | None] | None,
+    ) -> Callable[[Tx], Seal]:
+        """The checked arguments of :meth:`seal` as the function its transaction runs: the
+        one seal, for the store's own transactions and for a caller's (:mod:`store.atomic`)."""
         given = None if signatures is None else _check_signatures(signatures, 1)
         check_run_id(run)
         check_int(epoch, "epoch", 1)
@@ -552,9 +585,10 @@ class JournalWrites(SQLCore):
                 (tenant, run, position, rec.hash, outcome, now),
             )
             tx.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (position + 1, tenant))
+            mark_due(tx, tenant, run, now)
             return Seal(run, position, rec.hash, outcome)
 
-        return self._write(work)
+        return work
 
     def _enter_log(self, tx: Tx, head: bytes) -> int:
         """Lock the tenant's log and store the tree hashes that its next leaf, the leaf hash

@@ -14,7 +14,8 @@ extra        modules                            what needs them
                                                 ``pull-logs URL`` and ``conformance``
                                                 (requests)
 ``store``    requests                           ``tlog-store publish --witness`` (the witness
-                                                client); the journal itself needs only SQLite
+                                                client) and ``deliver`` (the outbox's
+                                                pushes); the journal itself needs only SQLite
 ``postgres`` psycopg                            ``--postgres`` of ``tlog-store`` and
                                                 ``tlog-witness``
 ``all``      all of the above

@@ -38,7 +38,15 @@ A schema on the engine is its DDL and its own functions, nothing more:
 
 from __future__ import annotations
 
-from store.db.engine import MAX_ATTEMPTS, Dialect, Session, Tx, create_tables, first_line
+from store.db.engine import (
+    MAX_ATTEMPTS,
+    Dialect,
+    Session,
+    Tx,
+    create_tables,
+    first_line,
+    run_joined,
+)
 from store.db.errors import BackendError, CommitUnknownError, DatabaseError
 from store.db.sqlite import SQLiteDialect
 from store.db.values import StoredValues, check_int
@@ -56,4 +64,5 @@ __all__ = [
     "check_int",
     "create_tables",
     "first_line",
+    "run_joined",
 ]

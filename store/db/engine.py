@@ -17,6 +17,14 @@ placeholders and ``{type}`` names in its DDL, and never sees a driver:
  ``lock_suffix``        appended to a SELECT to lock the rows it reads until commit
                         (PostgreSQL ``FOR UPDATE``; nothing on SQLite, whose writers are
                         already serialised by BEGIN IMMEDIATE)
+ ``skip_locked``        appended to a locking SELECT so that it passes over rows another
+                        transaction holds (PostgreSQL ``FOR UPDATE SKIP LOCKED``: workers
+                        claiming queued rows; nothing on SQLite, one writer at a time)
+ ``xact_lock``          a named lock held to the end of the transaction, shared or exclusive
+                        (PostgreSQL advisory locks; nothing on SQLite, one writer at a time)
+ ``joined``             run statements on a caller's own connection, inside the caller's
+                        open transaction (PostgreSQL: a savepoint; SQLite cannot, and says
+                        so: :attr:`can_join` is False)
  ``shared``             several processes may write at once (PostgreSQL)
  ``clock_sql``          the shared clock as an SQL expression (PostgreSQL's server clock),
                         or None for the process clock (SQLite)
@@ -83,6 +91,9 @@ class Dialect(abc.ABC):
     begin_write: ClassVar[str]
     begin_read: ClassVar[str]
     lock_suffix: ClassVar[str]
+    skip_locked: ClassVar[str] = ""
+    can_join: ClassVar[bool] = False
+    """:meth:`joined` works: statements can join a transaction the caller holds."""
     clock_sql: ClassVar[str | None]
     types: ClassVar[dict[str, str]]
     """DDL substitutions: ``blob``, ``key``, ``bool``, ``serial``, ``compact``."""
@@ -143,6 +154,20 @@ class Dialect(abc.ABC):
         """Serialise concurrent creators of ``owner``'s schema, inside the write transaction
         that creates it; nothing when ``begin_write`` already does."""
 
+    def xact_lock(self, tx: Tx, name: str, *, shared: bool) -> None:  # noqa: B027 - optional
+        """Take the lock ``name`` (any text; scoped to the schema) until the transaction ends:
+        shared holders exclude an exclusive one. Nothing where writers are serialised already
+        (the default)."""
+
+    def joined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        """A cursor on the caller's connection ``conn``, inside the transaction the caller has
+        open there, for one operation: what it writes commits or rolls back with the caller's
+        transaction, and an exception inside undoes the operation alone (a savepoint), leaving
+        the caller's transaction usable. UsageError when ``conn`` cannot be joined (not this
+        driver's connection, no transaction open, an isolation level the schema's rules do not
+        hold under); an engine that cannot join any (:attr:`can_join` False) always refuses."""
+        raise UsageError(f"the {self.name} engine cannot join a caller's transaction")
+
 
 class Tx:
     """A transaction in progress: statements with ``?`` placeholders, on one cursor."""
@@ -198,6 +223,20 @@ def create_tables(tx: Tx, owner: str, ddl: Sequence[str]) -> None:
     tx.dialect.init_lock(tx, owner)
     for stmt in ddl:
         tx.execute(stmt.format(**tx.dialect.types))
+
+
+def run_joined(
+    dialect: Dialect, conn: Any, fn: Callable[[Tx], T], backend_error: type[BackendError]
+) -> T:
+    """Run ``fn`` on the caller's connection ``conn``, inside the caller's transaction
+    (:meth:`Dialect.joined`): no BEGIN, no COMMIT, no retry — the transaction is the caller's,
+    and so are its commit and its verdict. A driver error becomes ``backend_error``, after the
+    operation was undone (its savepoint rolled back); the caller's transaction goes on."""
+    try:
+        with dialect.joined(conn) as cur:
+            return fn(Tx(cur, dialect))
+    except dialect.driver_errors as e:
+        raise backend_error(f"{dialect.name}: {first_line(e)}") from e
 
 
 class _Again(Exception):
@@ -314,4 +353,5 @@ __all__ = [
     "Tx",
     "create_tables",
     "first_line",
+    "run_joined",
 ]

@@ -23,6 +23,11 @@ each its own schema.
   a connection left broken — has no verdict; a COMMIT that PostgreSQL turned into a ROLLBACK
   (the transaction had failed) is an error, never a silent success.
 
+Joining a caller's transaction (:meth:`PostgresDialect.joined`): the caller's psycopg
+connection, with a transaction open in ``READ COMMITTED`` (anything else is refused); each
+operation runs in a savepoint there, with ``SET LOCAL synchronous_commit = on`` so that the
+caller's COMMIT is durable, and its rows read as tuples whatever the connection's row factory.
+
 Clock: the server's, ``floor(extract(epoch from clock_timestamp()))::bigint``, read inside the
 transaction (after the locks are taken), so writers with skewed clocks agree on times.
 
@@ -33,12 +38,15 @@ PostgreSQL's catalogs), so several processes may create one schema at once.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
+from psycopg.rows import tuple_row
 
 from store.db.engine import Dialect, Tx
 from tlog.errors import UsageError
@@ -55,6 +63,8 @@ class PostgresDialect(Dialect):
     begin_write: ClassVar[str] = "BEGIN ISOLATION LEVEL READ COMMITTED"
     begin_read: ClassVar[str] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     lock_suffix: ClassVar[str] = " FOR UPDATE"
+    skip_locked: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+    can_join: ClassVar[bool] = True
     clock_sql: ClassVar[str | None] = "floor(extract(epoch from clock_timestamp()))::bigint"
     types: ClassVar[dict[str, str]] = {
         "blob": "BYTEA",
@@ -117,6 +127,41 @@ class PostgresDialect(Dialect):
 
     def committed(self, cursor: Any) -> bool:
         return bool(cursor.statusmessage == "COMMIT")
+
+    def xact_lock(self, tx: Tx, name: str, *, shared: bool) -> None:
+        fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        tx.one(f"SELECT {fn}(hashtext(? || ' ' || current_schema()))", (name,))
+
+    @contextlib.contextmanager
+    def joined(self, conn: Any) -> Iterator[Any]:
+        # The caller's transaction must be open (psycopg's transaction() on an idle connection
+        # would begin and *commit* one of its own) and READ COMMITTED: the schemas' rule is
+        # "lock, then read in later statements", each with a fresh snapshot; under REPEATABLE
+        # READ the reads after a lock would see the snapshot of the caller's first statement.
+        if not isinstance(conn, psycopg.Connection):
+            raise UsageError(
+                f"a joined transaction needs a psycopg connection, not {type(conn).__name__}"
+            )
+        status = conn.info.transaction_status
+        if status == pq.TransactionStatus.IDLE:
+            raise UsageError(
+                "the connection has no transaction open: begin one (with conn.transaction():)"
+            )
+        if status != pq.TransactionStatus.INTRANS:
+            raise UsageError(f"the connection's transaction cannot be joined ({status.name})")
+        cur = conn.cursor(row_factory=tuple_row)
+        cur.execute("SELECT current_setting('transaction_isolation')")
+        row = cur.fetchone()
+        if row is None or row[0] != "read committed":
+            level = None if row is None else row[0]
+            raise UsageError(
+                f"the connection's transaction is {level}: a joined transaction must be"
+                " READ COMMITTED"
+            )
+        # COMMIT must mean "on disk" (connect's setting), for the caller's commit too.
+        cur.execute("SET LOCAL synchronous_commit = on")
+        with conn.transaction():  # a savepoint inside the caller's transaction
+            yield cur
 
     def init_lock(self, tx: Tx, owner: str) -> None:
         assert _NAME.fullmatch(owner), owner

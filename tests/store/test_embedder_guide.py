@@ -4,9 +4,13 @@ The guide's ``python`` blocks are run in order, in one namespace (a later block 
 earlier one made, as a reader following the guide would), in a fresh directory. The block that
 publishes to witnesses names ``WITNESS_URL`` and ``WITNESS_VKEY``: before it runs, a real
 witness server (witness/server.py over SQLite, as in tests/store/test_publish.py) is started on
-127.0.0.1, following the guide's log, and those two names are set. A recipe that stops working
-fails here. Also: ``import store``, the guide's one import, loads no database driver and no HTTP
-library (store/__init__.py's docstring).
+127.0.0.1, following the guide's log, and those two names are set. The outbox's block names
+``RECEIVER_URL``: a loopback receiver (tests/store/test_outbox.py's), which must have been sent
+the guide's records by the end. The block that joins the embedder's transaction names
+``POSTGRES_URL``: a fresh PostgreSQL schema (tests/conftest.py), or when no server answers that
+block alone is left out (a failure under ``TLOG_REQUIRE_POSTGRES=1``). A recipe that stops
+working fails here. Also: ``import store``, the guide's one import, loads no database driver and
+no HTTP library (store/__init__.py's docstring).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pathlib import Path
 import pytest
 
 import store
+from tests.conftest import REQUIRE_POSTGRES, postgres_reason
+from tests.store.test_outbox import Receiver
 from tests.witness.test_client import ServerThread, start_witness
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "embedder-guide.md"
@@ -59,18 +65,32 @@ def test_the_guide_has_a_recipe_for_every_verb() -> None:
         "prove_run(",
         "export_store(",
         "restore_store(",
+        ".subscribe(",
+        ".subscriptions(",
+        ".unsubscribe(",
+        "Deliverer(",
+        "require_atomic(",
+        ".join(",
     ):
         assert call in code, call
 
 
-def test_every_python_recipe_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_python_recipe_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     blocks = python_blocks(GUIDE.read_text(encoding="utf-8"))
     assert len(blocks) >= 10
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "embedder_guide"}
     servers = ServerThread()
+    receiver = Receiver()
+    namespace["RECEIVER_URL"] = receiver.url
     try:
         for line, code in blocks:
+            if "POSTGRES_URL" in code and "POSTGRES_URL" not in namespace:
+                if postgres_reason() is not None and not REQUIRE_POSTGRES:
+                    continue  # that block alone (see the module docstring)
+                namespace["POSTGRES_URL"] = request.getfixturevalue("pg_schema").conninfo
             if "WITNESS_URL" in code and "WITNESS_URL" not in namespace:
                 journal = namespace["store"]  # the guide's handle, opened in section 1
                 assert isinstance(journal, store.JournalStore)
@@ -81,9 +101,16 @@ def test_every_python_recipe_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             exec(compile("\n" * (line - 1) + code, str(GUIDE), "exec"), namespace)
         journal = namespace["store"]
         assert isinstance(journal, store.JournalStore)
+        # The outbox's block delivered every record of the guide's runs to the receiver.
+        taken = receiver.taken()
+        assert taken and all(
+            seqs == list(range(1, journal.head(run).seq + 1)) for (_, run), seqs in taken.items()
+        )
         journal.close()
     finally:
         servers.close()
+        receiver.close()
+    assert receiver.problems == []
 
 
 def test_import_store_loads_no_driver_and_no_http_library() -> None:

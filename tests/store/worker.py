@@ -51,6 +51,18 @@ operation within about a millisecond of each other and really race. Commands:
     each distinct size seen with its root, ``conflicts`` every size seen with two roots, and
     ``decreases`` how often a checkpoint was smaller than the one before it.
 
+Mode ``embedder`` (PostgreSQL; ``--prefix P --seed N``; the test made a table ``orders (run,
+seq)``): on its own psycopg connection, in one transaction each time, appends 1-5 records to a
+run ``P-<k mod 20>`` through the store's joined journal (:mod:`store.atomic`, epoch 1, no
+lease) and inserts one ``orders`` row per record; prints ``{"op": "appended", "run": r,
+"seqs": [...]}`` before its COMMIT (after a short random pause there) and ``{"op": "committed",
+...}`` after it; loops until killed.
+
+Mode ``deliver`` (``--batch N --timeout S [--once]``): the outbox's worker
+(:class:`store.deliver.Deliverer`, polling every 20 ms when idle); prints ``{"ready": pid}``,
+then ``{"op": "attempt", "sub", "run", "first", "last", "error", "acknowledged"}`` after each
+request, and ``{"done": true}`` when ``--once`` found nothing due.
+
 An error line is ``{"error": class name, "message": text, …}`` with the error's fields
 (``owner``/``epoch`` of a LeaseHeldError, ``held``/``current`` of a FencedError,
 ``key``/``holder``/``run`` of a DuplicateAdmissionError).
@@ -425,12 +437,73 @@ class Writer:
                 self.append(self.random_batch(self.run))
 
 
+# --- embedder mode ---------------------------------------------------------------------------
+
+
+def embedder(
+    store: JournalStore, conninfo: str, prefix: str, seed: int, max_seconds: float
+) -> None:
+    """The ``embedder`` mode (module docstring): business rows and records in one transaction."""
+    import psycopg  # only this mode needs the driver itself
+
+    from store.atomic import require_atomic
+
+    rng = random.Random(seed)
+    journal_of = require_atomic(store)
+    deadline = time.monotonic() + max_seconds
+    with psycopg.connect(conninfo) as conn:
+        journal = journal_of.join(conn)
+        k = 0
+        while time.monotonic() < deadline:
+            run = f"{prefix}-{k % 20}"
+            k += 1
+            with conn.transaction():
+                n = rng.randint(1, 5)
+                recs = journal.append(1, [Append(run, "Ordered", data={"i": i}) for i in range(n)])
+                for r in recs:
+                    conn.execute("INSERT INTO orders VALUES (%s, %s)", (run, r.seq))
+                seqs = [r.seq for r in recs]
+                emit({"op": "appended", "run": run, "seqs": seqs})
+                time.sleep(rng.random() * 0.01)  # the window between the append and COMMIT
+            emit({"op": "committed", "run": run, "seqs": seqs})
+
+
+# --- deliver mode ----------------------------------------------------------------------------
+
+
+def deliver(store: JournalStore, batch: int, timeout: int, once: bool) -> None:
+    """The ``deliver`` mode (module docstring): the outbox's worker, a line per request."""
+    from store.deliver import Deliverer
+
+    with Deliverer(store, batch=batch, timeout=timeout) as worker:
+        emit({"ready": os.getpid()})
+        worker.run(
+            once=once,
+            poll=0.02,
+            report=lambda a: emit(
+                {
+                    "op": "attempt",
+                    "sub": a.subscription,
+                    "run": a.run,
+                    "first": a.first,
+                    "last": a.last,
+                    "error": a.error,
+                    "acknowledged": a.acknowledged,
+                }
+            ),
+        )
+    emit({"done": True})
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("mode", choices=["serve", "writer"])
+    p.add_argument("mode", choices=["serve", "writer", "embedder", "deliver"])
+    p.add_argument("--batch", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=2)
+    p.add_argument("--once", action="store_true")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--db")
     where.add_argument("--postgres")
@@ -454,6 +527,10 @@ def main(argv: list[str]) -> int:
     try:
         if args.mode == "serve":
             serve(store)
+        elif args.mode == "deliver":
+            deliver(store, args.batch, args.timeout, args.once)
+        elif args.mode == "embedder":
+            embedder(store, args.postgres, args.prefix, args.seed, args.max_seconds)
         else:
             Writer(store, args.prefix, args.seed, args.ttl).loop(args.max_seconds)
     except StoreError as e:  # pragma: no cover - reported to the test through stderr
