@@ -58,7 +58,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from store.db import Tx, check_int
-from store.schema import stored_int, stored_run, stored_text
+from store.schema import next_counter, stored_int, stored_run, stored_text
 from store.sqlcore import SQLCore
 from tlog.errors import UsageError
 from tlog.journal import check_run_id
@@ -187,14 +187,7 @@ class JournalOutbox(SQLCore):
         def work(tx: Tx) -> int:
             tx.dialect.xact_lock(tx, f"{_GATE} {tenant}", shared=False)
             now = self._now(tx)
-            row = tx.one(
-                "INSERT INTO counter (tenant, name, value) VALUES (?, ?, 1)"
-                " ON CONFLICT (tenant, name) DO UPDATE SET value = counter.value + 1"
-                " RETURNING value",
-                (tenant, SUBSCRIPTION_COUNTER),
-            )
-            assert row is not None
-            sub = stored_int(row[0], "subscription counter", lo=1)
+            sub = next_counter(tx, tenant, SUBSCRIPTION_COUNTER, "subscription counter")
             tx.execute(
                 "INSERT INTO subscription (tenant, id, url, token, run, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

@@ -197,17 +197,23 @@ UPSERT_WAITING = (
 CLEAR_WAITING = "DELETE FROM run_waiting WHERE tenant = ? AND run = ?"
 
 
-def index_outcome(tx: Tx, tenant: str, run: str, outcome: str) -> None:
-    """Make ``outcome`` the run's last conclusion in the outcome index, with a fresh ordinal
-    (the per-tenant counter :data:`CONCLUSION_COUNTER`, incremented by an upsert)."""
+def next_counter(tx: Tx, tenant: str, name: str, what: str) -> int:
+    """The tenant's counter ``name`` incremented by one (an upsert, never MAX()+1: two
+    transactions never get one value), its new value; ``what`` names it in a CorruptError."""
     row = tx.one(
         "INSERT INTO counter (tenant, name, value) VALUES (?, ?, 1)"
         " ON CONFLICT (tenant, name) DO UPDATE SET value = counter.value + 1"
         " RETURNING value",
-        (tenant, CONCLUSION_COUNTER),
+        (tenant, name),
     )
     assert row is not None
-    ordinal = stored_int(row[0], "conclusion ordinal", lo=1)
+    return stored_int(row[0], what, lo=1)
+
+
+def index_outcome(tx: Tx, tenant: str, run: str, outcome: str) -> None:
+    """Make ``outcome`` the run's last conclusion in the outcome index, with a fresh ordinal
+    (the per-tenant counter :data:`CONCLUSION_COUNTER`)."""
+    ordinal = next_counter(tx, tenant, CONCLUSION_COUNTER, "conclusion ordinal")
     tx.execute(
         "INSERT INTO run_outcome (tenant, run, outcome, ordinal) VALUES (?, ?, ?, ?)"
         " ON CONFLICT (tenant, run) DO UPDATE"
@@ -608,6 +614,7 @@ __all__ = [
     "Upgrade",
     "backfill_v4",
     "index_outcome",
+    "next_counter",
     "open_meta",
     "read_meta",
     "record",
