@@ -86,7 +86,7 @@ Decisions where the contract leaves room (also in the method docstrings):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.db import MAX_ATTEMPTS, Dialect, Session, Tx, create_tables
 from store.errors import CorruptError
@@ -103,6 +103,9 @@ from store.schema import (
     upgrade,
 )
 from store.writes import JournalWrites
+
+if TYPE_CHECKING:
+    from store.inbox.core import Inbox
 from tlog.errors import MalformedError, UsageError
 from tlog.keys import SignerKey, parse_vkey
 from tlog.note import TYPE_ED25519, check_key_name
@@ -118,6 +121,18 @@ class SQLStore(JournalWrites, JournalReads, CheckpointNotes, JournalOutbox):
     :meth:`sign_checkpoint`. ``record_signer`` signs every record appended through this handle.
     ``clock`` (whole Unix seconds) overrides the dialect's clock.
     """
+
+    # --- the inbox ---------------------------------------------------------------------------
+
+    @property
+    def inbox(self) -> Inbox:
+        """The tenant's inbound-event inbox (:mod:`store.inbox`), on this handle's session."""
+        box = self.__dict__.get("_inbox")
+        if box is None:
+            from store.inbox.core import Inbox  # noqa: PLC0415 - loaded on first use
+
+            box = self.__dict__["_inbox"] = Inbox(self)
+        return box
 
     # --- initialisation ----------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ operations themselves are in :mod:`store.writes` (records, leases, seals, cancel
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from store.api import Head, JournalStore, Seal
 from store.db import Dialect, Tx, check_int
@@ -124,6 +125,20 @@ class SQLCore(JournalStore):
     def log_vkey(self) -> str:
         """The tenant log's vkey: the stored public log key under the name :attr:`origin`."""
         return format_vkey(self._log_verifier)
+
+    def _log_named(self, suffix: str) -> Self:
+        """A handle on the log named ``<tenant>/<suffix>`` beside this tenant's, sharing this
+        handle's session, clock and key: its origin is ``<origin>/<suffix>``, signed by the
+        log key under that name. Only its log methods (checkpoints, proofs, kept notes) are
+        meant for use; the tenant column of the log tables holds the log's name, which no
+        tenant can have (a tenant has no ``/``)."""
+        other = copy.copy(self)
+        other._tenant = f"{self._tenant}/{suffix}"
+        other._origin = f"{self._origin}/{suffix}"
+        other._log_verifier = Ed25519Verifier(other._origin, self._log_verifier.public_key)
+        if self._log_signer is not None:
+            other._log_signer = Ed25519Signer(other._origin, self._log_signer.seed)
+        return other
 
     def is_shared(self) -> bool:
         return self._d.shared

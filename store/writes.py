@@ -43,6 +43,7 @@ from store.sqlcore import SQLCore
 from tlog import merkle
 from tlog.encoding import MAX_INT63
 from tlog.errors import MalformedError, UsageError
+from tlog.inbox import KIND_EVENT_DELIVERED
 from tlog.journal import (
     KIND_EFFECT_STARTED,
     KIND_RUN_SEALED,
@@ -110,9 +111,10 @@ def _check_signatures(signatures: object, count: int) -> list[RecordSignature | 
     return list(signatures)
 
 
-def _batch_run(batch: Sequence[Append]) -> str:
+def _batch_run(batch: Sequence[Append], *, delivery_ok: bool = False) -> str:
     """The one run a batch of Append values names (UsageError otherwise, or for the
-    reserved seal kind)."""
+    reserved seal kind, or for the reserved delivery kind unless ``delivery_ok``: the inbox
+    and the restore path write it)."""
     run = None
     for a in batch:
         if not isinstance(a, Append):
@@ -128,6 +130,11 @@ def _batch_run(batch: Sequence[Append]) -> str:
             raise UsageError(
                 f"the record kind {KIND_RUN_SEALED} is reserved: a run's seal record is "
                 "written by seal, not appended"
+            )
+        if a.kind == KIND_EVENT_DELIVERED and not delivery_ok:
+            raise UsageError(
+                f"the record kind {KIND_EVENT_DELIVERED} is reserved: a delivery record is "
+                "written by the inbox when a run resumes on an event"
             )
     return run
 
@@ -252,6 +259,8 @@ class JournalWrites(SQLCore):
         epoch: int,
         batch: Sequence[Append],
         signatures: Sequence[RecordSignature | None] | None,
+        *,
+        delivery_ok: bool = False,
     ) -> tuple[str, Callable[[Tx], list[Record]]]:
         """The checked arguments of a non-empty :meth:`append` as its run and the function its
         transaction runs: the one append, for the store's own transactions and for a caller's
@@ -259,7 +268,7 @@ class JournalWrites(SQLCore):
         exactly-once key (the caller names it, :meth:`_conflicting_key`, once rolled back)."""
         given = None if signatures is None else _check_signatures(signatures, len(batch))
         check_int(epoch, "epoch", 1)
-        run = _batch_run(batch)
+        run = _batch_run(batch, delivery_ok=delivery_ok or given is not None)
         tenant = self._tenant
         signer = self._record_signer if given is None else None
 

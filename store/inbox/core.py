@@ -1,0 +1,768 @@
+"""The inbox's operations: buffering, waiting, claiming, delivering, sweeping, erasing, and
+the inbox log with its receipts (:class:`Inbox`; the rules are :mod:`store.inbox`'s).
+
+Every operation is one transaction on the journal store's session. Claims are decided in the
+transaction that selects them, by statements that are their own arbiters:
+
+* an event is claimed by ``UPDATE inbox_event … WHERE claimed_by IS NULL AND NOT dead``: one
+  row changed, or none when somebody else claimed or dead-lettered it first (on PostgreSQL the
+  UPDATE waits for that somebody's commit and re-checks the row);
+* a waiter is consumed by ``DELETE FROM inbox_wait WHERE (tenant, run, effect_key)``: rows
+  deleted, or none when another event took the wait first.
+
+Both directions first take a transaction lock per (tenant, kind, namespace, value) they touch,
+in sorted order (:meth:`Dialect.xact_lock`: advisory locks on PostgreSQL; SQLite serialises
+writers anyway). That closes the one race the arbiters cannot: a wait registering while an
+event with its key arrives, each not yet seeing the other's row, which would leave a live event
+beside a waiting run. With the lock one of them commits first and the other sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from store.api import Append
+from store.db import Tx, check_int
+from store.errors import CorruptError
+from store.inbox import schema
+from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
+from store.inbox.values import (
+    Buffered,
+    Claimed,
+    InboxCounts,
+    StoredEvent,
+    Targeted,
+    Wait,
+    stored_event,
+    stored_waits,
+)
+from store.schema import RECORD_COLUMNS, next_counter, record, stored_int
+from tlog import merkle
+from tlog.checkpoint import Checkpoint
+from tlog.errors import MalformedError, UsageError
+from tlog.inbox import (
+    KIND_EVENT_DELIVERED,
+    MAX_KEYS,
+    Entry,
+    Event,
+    delivery_data,
+    keys_json,
+)
+from tlog.journal import Record, check_effect_key, check_run_id
+from tlog.note import parse_note
+from tlog.proof import TlogProof
+
+if TYPE_CHECKING:
+    from store.sql import SQLStore
+
+T = TypeVar("T")
+
+MAX_LIMIT = 10_000
+"""Largest page of a listing."""
+SWEEP_CHUNK = 1000
+"""Events a sweep retires per transaction."""
+MAX_REASON = 500
+
+
+class _Taken(Exception):
+    """Internal: the event was claimed by somebody else inside a match (roll back the wait)."""
+
+
+def _limit(limit: int) -> int:
+    return check_int(limit, "limit", 1, MAX_LIMIT)
+
+
+def _check_label(value: object, what: str, limit: int) -> str:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= limit
+        or any(c < " " or c == "\x7f" for c in value)
+    ):
+        raise UsageError(f"{what} must be 1-{limit} characters without control characters")
+    return value
+
+
+class Inbox:
+    """The inbound-event inbox of one tenant of a SQL journal store (``store.inbox``).
+
+    Requires: the handle it came from stays open. Methods that sign (``receipt`` without a
+    kept covering checkpoint, ``sign_checkpoint``) need the log key on that handle.
+    """
+
+    def __init__(self, store: SQLStore) -> None:
+        self._store = store
+        self._tenant = store.tenant
+        self._log = store._log_named(schema.LOG_SUFFIX)
+        self._ready = False
+
+    # --- the handle ----------------------------------------------------------------------------
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def origin(self) -> str:
+        """The inbox log's origin: ``<base origin>/<tenant>/inbox``."""
+        return self._log.origin
+
+    @property
+    def log(self) -> SQLStore:
+        """The inbox log as a store handle: its ``checkpoint``, ``sign_checkpoint``,
+        ``published``, ``add_cosignatures``, ``consistency_proof`` and ``log_vkey`` are the
+        inbox log's (the rest of the handle's methods are not for use)."""
+        return self._log
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        if not self._ready:
+            self._ensure()
+        return self._store._write(fn)
+
+    def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
+        if not self._ready:
+            present = self._store._read(schema.exists)
+            if not present:
+                return empty
+            self._ready = True
+        return self._store._read(fn)
+
+    def _ensure(self) -> None:
+        def work(tx: Tx) -> None:
+            if schema.exists(tx):
+                schema.check_version(tx)
+            else:
+                schema.create(tx)
+
+        self._store._write(work)
+        self._ready = True
+
+    def _now(self, tx: Tx) -> int:
+        return self._store._now(tx)
+
+    def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        for ns, value in sorted(set(keys)):
+            tx.dialect.xact_lock(
+                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+            )
+
+    # --- reading rows --------------------------------------------------------------------------
+
+    def _event(self, tx: Tx, source: str, id_: str, lock: bool = False) -> StoredEvent | None:
+        suffix = tx.dialect.lock_suffix if lock else ""
+        row = tx.one(
+            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608 - fixed columns
+            f" WHERE tenant = ? AND source = ? AND id = ?{suffix}",
+            (self._tenant, source, id_),
+        )
+        return None if row is None else stored_event(row)
+
+    def _wait_rows(self, tx: Tx, run: str, effect_key: str) -> list[Wait]:
+        rows = tx.all(
+            f"SELECT {WAIT_COLUMNS} FROM inbox_wait"  # noqa: S608
+            " WHERE tenant = ? AND run = ? AND effect_key = ? ORDER BY namespace, value",
+            (self._tenant, run, effect_key),
+        )
+        return stored_waits(rows)
+
+    # --- buffering -----------------------------------------------------------------------------
+
+    def buffer(self, event: Event, *, match: bool = True) -> Buffered:
+        """Buffer ``event`` (deduplicated by (source, id): a duplicate changes nothing and is
+        reported, not refused), giving it the next position of the inbox log; with ``match``
+        (the default), in the same transaction, claim it for the oldest wait of its kind on
+        any of its keys (the broadcast path: the wait is retired)."""
+        return self.buffer_many([event], match=match)[0]
+
+    def buffer_many(self, events: Sequence[Event], *, match: bool = True) -> list[Buffered]:
+        """:meth:`buffer` of each of ``events``, atomically, in order (an event twice in the
+        batch: the second is a duplicate)."""
+        for e in events:
+            if not isinstance(e, Event):
+                raise UsageError(
+                    f"buffer takes Event values (tlog.inbox.make_event), not {type(e).__name__}"
+                )
+        if not events:
+            return []
+        tenant = self._tenant
+
+        def work(tx: Tx) -> list[Buffered]:
+            if match:
+                for kind in sorted({e.kind for e in events}):
+                    self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
+            now = self._now(tx)
+            size = self._log._lock_log(tx)
+            out: list[Buffered] = []
+            fresh: list[tuple[Event, int]] = []
+            for e in events:
+                n = tx.execute(
+                    "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
+                    " payload_hash, received_at, held, dead)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (tenant, source, id) DO NOTHING",
+                    (
+                        tenant,
+                        e.source,
+                        e.id,
+                        size + len(fresh),
+                        e.kind,
+                        keys_json(e.keys),
+                        e.payload_bytes,
+                        e.payload_sha256,
+                        now,
+                        False,
+                        False,
+                    ),
+                )
+                if n == 1:
+                    fresh.append((e, size + len(fresh)))
+                    out.append(Buffered(e.source, e.id, size + len(fresh) - 1, now, False))
+                else:
+                    first = self._event(tx, e.source, e.id)
+                    if first is None:
+                        raise CorruptError(f"event {e.source}/{e.id} is neither new nor stored")
+                    out.append(Buffered(e.source, e.id, first.position, first.received_at, True))
+            if fresh:
+                self._append_leaves(tx, size, [Entry.of(e, now).leaf for e, _ in fresh])
+                tx.executemany(
+                    "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (tenant, e.kind, ns, v, pos, e.source, e.id)
+                        for e, pos in fresh
+                        for ns, v in e.keys
+                    ],
+                )
+            if match:
+                for i, b in enumerate(out):
+                    if not b.duplicate:
+                        ev = self._event(tx, b.source, b.id)
+                        assert ev is not None
+                        w = self._match_event(tx, ev, now)
+                        if w is not None:
+                            out[i] = Buffered(b.source, b.id, b.position, b.received_at, False, w)
+            return out
+
+        return self._write(work)
+
+    def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
+        """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""
+        start = merkle.stored_hash_count(size)
+        hashes = merkle.stored_hashes_for_leaves(size, leaves, self._log._reader(tx))
+        tx.executemany(
+            "INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)",
+            [(self._log.tenant, start + i, h) for i, h in enumerate(hashes)],
+        )
+        tx.execute(
+            "UPDATE log_state SET size = ? WHERE tenant = ?", (size + len(leaves), self._log.tenant)
+        )
+
+    # --- the broadcast path: an event looks for the oldest waiter ---------------------------
+
+    def _match_event(self, tx: Tx, ev: StoredEvent, now: int) -> Wait | None:
+        """Claim live ``ev`` for the oldest wait of its kind on any of its keys, retiring the
+        wait; None when nobody waits. Raises :class:`_Taken` when ``ev`` was claimed by
+        somebody else meanwhile (the caller rolls back)."""
+        tenant = self._tenant
+        while True:
+            best: tuple[int, str, str] | None = None
+            for ns, value in ev.keys:
+                row = tx.one(
+                    "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
+                    " AND namespace = ? AND value = ? ORDER BY number, run, effect_key LIMIT 1",
+                    (tenant, ev.kind, ns, value),
+                )
+                if row is not None:
+                    cand = (stored_int(row[0], "wait number"), str(row[1]), str(row[2]))
+                    if best is None or cand < best:
+                        best = cand
+            if best is None:
+                return None
+            _, run, effect = best
+            waits = self._wait_rows(tx, run, effect)
+            gone = tx.execute(
+                "DELETE FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ?",
+                (tenant, run, effect),
+            )
+            if gone == 0 or not waits:
+                continue  # another event took this wait first: the next oldest
+            if not self._claim_row(tx, ev, run, now):
+                raise _Taken
+            return waits[0]
+
+    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, now: int) -> bool:
+        """Claim live ``ev`` for ``run`` (the arbiter); drop its match rows when it was won."""
+        n = tx.execute(
+            "UPDATE inbox_event SET claimed_by = ?, claimed_at = ?, held = ?"
+            " WHERE tenant = ? AND source = ? AND id = ? AND claimed_by IS NULL AND NOT dead",
+            (run, now, True, self._tenant, ev.source, ev.id),
+        )
+        if n != 1:
+            return False
+        self._unmatch(tx, ev)
+        return True
+
+    def _unmatch(self, tx: Tx, ev: StoredEvent) -> None:
+        tx.executemany(
+            "DELETE FROM inbox_match WHERE tenant = ? AND kind = ? AND namespace = ? AND value = ?"
+            " AND position = ?",
+            [(self._tenant, ev.kind, ns, v, ev.position) for ns, v in ev.keys],
+        )
+
+    def match(self, source: str, id: str) -> Wait | None:
+        """Claim the buffered event (source, id) for the oldest wait of its kind on any of its
+        keys, retiring that wait in the same transaction (the broadcast path); None when
+        nobody waits, or the event is unknown, claimed or dead."""
+
+        def work(tx: Tx) -> Wait | None:
+            ev = self._event(tx, source, id)
+            if ev is None or ev.state != "live":
+                return None
+            self._lock_keys(tx, ev.kind, ev.keys)
+            return self._match_event(tx, ev, self._now(tx))
+
+        try:
+            return self._write(work)
+        except _Taken:
+            return None
+
+    # --- the wait path: a wait looks for the oldest event ------------------------------------
+
+    def subscribe(self, wait: Wait) -> bool:
+        """Register ``wait`` (idempotent: a wait already registered for (run, effect key) is
+        left as it is); True when it was registered now. A registered wait is matched by
+        arriving events; it does not look at the buffer (:meth:`wait` does both)."""
+        wait = _checked_wait(wait)
+
+        def work(tx: Tx) -> bool:
+            self._lock_keys(tx, wait.kind, wait.keys)
+            return self._register(tx, wait)
+
+        return self._write(work)
+
+    def _register(self, tx: Tx, wait: Wait) -> bool:
+        tenant = self._tenant
+        if tx.one(
+            "SELECT 1 FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ? LIMIT 1",
+            (tenant, wait.run, wait.effect_key),
+        ):
+            return False
+        number = next_counter(tx, tenant, WAIT_COUNTER, "wait number")
+        now = self._now(tx)
+        tx.executemany(
+            "INSERT INTO inbox_wait (tenant, run, effect_key, namespace, value, kind, case_id,"
+            " step, number, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    tenant,
+                    wait.run,
+                    wait.effect_key,
+                    ns,
+                    v,
+                    wait.kind,
+                    wait.case,
+                    wait.step,
+                    number,
+                    now,
+                )
+                for ns, v in wait.keys
+            ],
+        )
+        return True
+
+    def claim(self, wait: Wait) -> Claimed | None:
+        """The event for ``wait``, claimed for its run in this transaction: first an event the
+        run holds claimed already that fits the wait (crash recovery: the run claimed it and
+        died before resuming; nobody else can re-claim it), else the oldest live event of the
+        wait's kind on any of its keys. A registered wait of (run, effect key) is retired with
+        the claim, so that a later event cannot be claimed for a wait this one satisfied.
+        None when there is no such event (the buffer is not watched: see :meth:`wait`)."""
+        wait = _checked_wait(wait)
+
+        def work(tx: Tx) -> Claimed | None:
+            self._lock_keys(tx, wait.kind, wait.keys)
+            return self._claim_for(tx, wait, self._now(tx))
+
+        return self._write(work)
+
+    def wait(self, wait: Wait) -> Claimed | None:
+        """:meth:`claim`, and when nothing is claimable :meth:`subscribe`, in one transaction:
+        the race-free way for a run to wait. Returns the claim, or None when the wait is now
+        registered (an arriving event will claim itself for it)."""
+        wait = _checked_wait(wait)
+
+        def work(tx: Tx) -> Claimed | None:
+            self._lock_keys(tx, wait.kind, wait.keys)
+            got = self._claim_for(tx, wait, self._now(tx))
+            if got is None:
+                self._register(tx, wait)
+            return got
+
+        return self._write(work)
+
+    def _claim_for(self, tx: Tx, wait: Wait, now: int) -> Claimed | None:
+        tenant = self._tenant
+        wanted = set(wait.keys)
+        for held_row in tx.all(
+            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
+            " WHERE tenant = ? AND claimed_by = ? AND held AND kind = ? ORDER BY position",
+            (tenant, wait.run, wait.kind),
+        ):
+            mine = stored_event(held_row)
+            if wanted & set(mine.keys):
+                self._retire(tx, wait)
+                return Claimed(mine, wait, recovered=True)
+        for _ in range(1000):
+            best: tuple[int, str, str] | None = None
+            for ns, value in wait.keys:
+                row = tx.one(
+                    "SELECT position, source, id FROM inbox_match WHERE tenant = ? AND kind = ?"
+                    " AND namespace = ? AND value = ? ORDER BY position LIMIT 1",
+                    (tenant, wait.kind, ns, value),
+                )
+                if row is not None:
+                    cand = (stored_int(row[0], "event position"), str(row[1]), str(row[2]))
+                    if best is None or cand < best:
+                        best = cand
+            if best is None:
+                return None
+            ev = self._event(tx, best[1], best[2])
+            if ev is None:
+                raise CorruptError(f"match row of event {best[1]}/{best[2]} has no event")
+            if self._claim_row(tx, ev, wait.run, now):
+                self._retire(tx, wait)
+                got = self._event(tx, ev.source, ev.id)
+                assert got is not None
+                return Claimed(got, wait)
+            # Lost to a concurrent claim or sweep; if the row is ours to clean, clean it.
+            if ev.state != "live":
+                self._unmatch(tx, ev)
+        raise CorruptError("the inbox's match index keeps naming claimed events")
+
+    def _retire(self, tx: Tx, wait: Wait) -> None:
+        tx.execute(
+            "DELETE FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ?",
+            (self._tenant, wait.run, wait.effect_key),
+        )
+
+    # --- targeted delivery -------------------------------------------------------------------
+
+    def deliver(self, run: str, event: Event) -> Targeted:
+        """Deliver ``event`` to the named ``run``: when the run has a wait of the event's kind
+        on one of its keys, the event is buffered (a new position in the log) already claimed
+        by the run, and the wait is **not** retired (a retried delivery rebuilds its answer
+        from it). A retry of a delivery that was made is ``matched`` again; an event buffered
+        before for somebody else is ``duplicate``; a run that does not wait for it is
+        ``not-waiting`` and nothing is stored."""
+        try:
+            check_run_id(run)
+        except MalformedError as e:
+            raise UsageError(str(e)) from None
+        if not isinstance(event, Event):
+            raise UsageError("deliver takes an Event (tlog.inbox.make_event)")
+        tenant = self._tenant
+
+        def work(tx: Tx) -> Targeted:
+            self._lock_keys(tx, event.kind, event.keys)
+            existing = self._event(tx, event.source, event.id, lock=True)
+            rows = tx.all(
+                f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ? AND run = ? AND kind = ?"  # noqa: S608
+                " ORDER BY number, effect_key, namespace, value",
+                (tenant, run, event.kind),
+            )
+            chosen = next((w for w in stored_waits(rows) if set(w.keys) & set(event.keys)), None)
+            if chosen is None:
+                return Targeted("duplicate" if existing is not None else "not-waiting")
+            if existing is not None:
+                if existing.claimed_by == run:
+                    return Targeted("matched", chosen, existing.position)
+                return Targeted("duplicate")
+            now = self._now(tx)
+            size = self._log._lock_log(tx)
+            tx.execute(
+                "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
+                " payload_hash, received_at, claimed_by, claimed_at, held, dead)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tenant,
+                    event.source,
+                    event.id,
+                    size,
+                    event.kind,
+                    keys_json(event.keys),
+                    event.payload_bytes,
+                    event.payload_sha256,
+                    now,
+                    run,
+                    now,
+                    True,
+                    False,
+                ),
+            )
+            self._append_leaves(tx, size, [Entry.of(event, now).leaf])
+            return Targeted("matched", chosen, size)
+
+        return self._write(work)
+
+    # --- after the claim ------------------------------------------------------------------------
+
+    def journal_delivery(self, run: str, epoch: int, source: str, id: str) -> Record:
+        """Append the ``EventDelivered`` record of event (source, id) to ``run``'s chain, under
+        the run's ``epoch`` (fenced like any append), and note its seq on the event: the run
+        resumed on it. The event must be claimed by ``run`` (UsageError otherwise). Idempotent:
+        when the delivery was journaled already, that record is returned and nothing is
+        written."""
+        check_int(epoch, "epoch", 1)
+
+        def work(tx: Tx) -> Record:
+            ev = self._event(tx, source, id, lock=True)
+            if ev is None:
+                raise UsageError(f"no event {source}/{id} is buffered")
+            if ev.claimed_by != run:
+                holder = "nobody" if ev.claimed_by is None else f"run {ev.claimed_by}"
+                raise UsageError(f"event {source}/{id} is claimed by {holder}, not by run {run}")
+            if ev.delivered_seq is not None:
+                row = tx.one(
+                    f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
+                    " WHERE tenant = ? AND run = ? AND seq = ?",
+                    (self._tenant, run, ev.delivered_seq),
+                )
+                if row is None:
+                    raise CorruptError(f"the delivery record of {source}/{id} is gone", run)
+                return record(run, row)
+            batch = [Append(run, KIND_EVENT_DELIVERED, data=delivery_data(ev.entry, ev.position))]
+            _, append = self._store._append_work(epoch, batch, None, delivery_ok=True)
+            (rec,) = append(tx)
+            tx.execute(
+                "UPDATE inbox_event SET delivered_seq = ?"
+                " WHERE tenant = ? AND source = ? AND id = ?",
+                (rec.seq, self._tenant, source, id),
+            )
+            return rec
+
+        return self._write(work)
+
+    def unsubscribe(self, run: str, effect_key: str | None = None) -> tuple[int, int]:
+        """Remove ``run``'s waits (only the one of ``effect_key`` when given) and shed the
+        buffer's copy of the payload of every event the run holds claimed (its delivery is
+        journaled by then): each keeps its identity, claim and accounting, and is no longer
+        held, so a later wait of the run cannot re-claim it. Returns (wait rows removed,
+        payloads shed)."""
+        try:
+            check_run_id(run)
+            if effect_key is not None:
+                check_effect_key(effect_key)
+        except MalformedError as e:
+            raise UsageError(str(e)) from None
+
+        def work(tx: Tx) -> tuple[int, int]:
+            scope, params = (
+                ("", ()) if effect_key is None else (" AND effect_key = ?", (effect_key,))
+            )
+            waits = tx.execute(
+                f"DELETE FROM inbox_wait WHERE tenant = ? AND run = ?{scope}",  # noqa: S608
+                (self._tenant, run, *params),
+            )
+            shed = tx.execute(
+                "UPDATE inbox_event SET payload = NULL, held = ?"
+                " WHERE tenant = ? AND claimed_by = ? AND held",
+                (False, self._tenant, run),
+            )
+            return waits, shed
+
+        return self._write(work)
+
+    def erase(self, source: str, id: str) -> bool:
+        """Strip the payload of event (source, id), keeping its identity, claim, dead-letter
+        fields and its place in the log (every receipt stays valid); False when unknown."""
+
+        def work(tx: Tx) -> bool:
+            return (
+                tx.execute(
+                    "UPDATE inbox_event SET payload = NULL"
+                    " WHERE tenant = ? AND source = ? AND id = ?",
+                    (self._tenant, source, id),
+                )
+                == 1
+            )
+
+        return self._write(work)
+
+    def sweep(self, older_than: int, reason: str = "unclaimed") -> int:
+        """Make every unclaimed event received at or before ``older_than`` (store clock) a dead
+        letter with ``reason``, walking the index of live events (never every event ever
+        received), in transactions of :data:`SWEEP_CHUNK`. Claimed events never dead-letter.
+        Returns how many were retired."""
+        check_int(older_than, "older_than", 0)
+        _check_label(reason, "a dead-letter reason", MAX_REASON)
+        tenant = self._tenant
+
+        def work(tx: Tx) -> int:
+            now = self._now(tx)
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND received_at <= ?"  # noqa: S608
+                " AND claimed_by IS NULL AND NOT dead ORDER BY received_at, position LIMIT ?",
+                (tenant, older_than, SWEEP_CHUNK),
+            )
+            n = 0
+            for row in rows:
+                ev = stored_event(row)
+                if (
+                    tx.execute(
+                        "UPDATE inbox_event SET dead = ?, dead_reason = ?, dead_at = ?"
+                        " WHERE tenant = ? AND source = ? AND id = ?"
+                        " AND claimed_by IS NULL AND NOT dead",
+                        (True, reason, now, tenant, ev.source, ev.id),
+                    )
+                    == 1
+                ):
+                    self._unmatch(tx, ev)
+                    n += 1
+            return n if len(rows) == SWEEP_CHUNK else -n - 1
+
+        total = 0
+        while True:
+            n = self._write(work)
+            if n < 0:
+                return total + (-n - 1)
+            total += n
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def get(self, source: str, id: str) -> StoredEvent | None:
+        """The stored event (source, id), or None."""
+        return self._read(lambda tx: self._event(tx, source, id), None)
+
+    def dead_letters(self, limit: int, before: int | None = None) -> list[StoredEvent]:
+        """Dead letters, newest (highest position) first, at most ``limit``, those below
+        position ``before`` when given (the paging cursor: the last one's position)."""
+        _limit(limit)
+        cond, params = (
+            ("", ()) if before is None else (" AND position < ?", (check_int(before, "before", 0),))
+        )
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND dead{cond}"  # noqa: S608
+                " ORDER BY position DESC LIMIT ?",
+                (self._tenant, *params, limit),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def waiting(self, limit: int, after: int | None = None) -> list[Wait]:
+        """Registered waits in registration order, at most ``limit``, those after wait number
+        ``after`` when given (the paging cursor: the last one's ``number``)."""
+        _limit(limit)
+        cond, params = (
+            ("", ()) if after is None else (" AND number > ?", (check_int(after, "after", 0),))
+        )
+
+        def work(tx: Tx) -> list[Wait]:
+            rows = tx.all(
+                f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ?{cond}"  # noqa: S608
+                " ORDER BY number, run, effect_key, namespace, value LIMIT ?",
+                (self._tenant, *params, limit * MAX_KEYS),
+            )
+            return stored_waits(rows)[:limit]
+
+        return self._read(work, [])
+
+    def held(self, run: str) -> list[StoredEvent]:
+        """The events ``run`` holds claimed (claimed, not yet unsubscribed), oldest first."""
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND claimed_by = ?"  # noqa: S608
+                " AND held ORDER BY position",
+                (self._tenant, run),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def events(self, after: int = -1, limit: int = 1000) -> list[StoredEvent]:
+        """Events in log (arrival) order, from position ``after`` + 1, at most ``limit``."""
+        _limit(limit)
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND position > ?"  # noqa: S608
+                " ORDER BY position LIMIT ?",
+                (self._tenant, after, limit),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def counts(self) -> InboxCounts:
+        """The inbox's accounting (a count over the tenant's events: for operators, not for a
+        request path)."""
+
+        def work(tx: Tx) -> InboxCounts:
+            t = self._tenant
+            row = tx.one(
+                "SELECT COUNT(*), SUM(CASE WHEN claimed_by IS NULL AND NOT dead THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN claimed_by IS NOT NULL THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN dead THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN payload IS NULL THEN 1 ELSE 0 END)"
+                " FROM inbox_event WHERE tenant = ?",
+                (t,),
+            )
+            assert row is not None
+            waits = tx.one("SELECT COUNT(DISTINCT number) FROM inbox_wait WHERE tenant = ?", (t,))
+            size = self._log._log_size(tx)
+            vals = [int(v or 0) for v in row]
+            if vals[0] != size:
+                raise CorruptError(f"the inbox log holds {size} events, the table {vals[0]}")
+            return InboxCounts(
+                size, vals[1], vals[2], vals[3], vals[4], int(waits[0] if waits else 0)
+            )
+
+        return self._read(work, InboxCounts(0, 0, 0, 0, 0, 0))
+
+    # --- the inbox log and receipts -----------------------------------------------------------
+
+    def checkpoint(self) -> Checkpoint:
+        """The inbox log's current (unsigned) checkpoint."""
+        return self._log.checkpoint()
+
+    def sign_checkpoint(self) -> bytes:
+        """Sign and keep the inbox log's current checkpoint (the log key is needed)."""
+        return self._log.sign_checkpoint()
+
+    def receipt(
+        self, source: str, id: str, *, sign: Callable[[], bytes] | None = None
+    ) -> TlogProof:
+        """The receipt of event (source, id): a tlog-proof@v1 whose extra data is the event's
+        entry, under the newest kept inbox checkpoint covering it, else one signed now
+        (``sign``, default :meth:`sign_checkpoint`). Checked before it is given. UsageError
+        for an unknown event."""
+        ev = self.get(source, id)
+        if ev is None:
+            raise UsageError(f"no event {source}/{id} is buffered")
+        kept = self._log.published()
+        note = None
+        if kept:
+            text, _ = parse_note(kept[-1])
+            if Checkpoint.parse(text).size > ev.position:
+                note = kept[-1]
+        if note is None:
+            note = (sign or self.sign_checkpoint)()
+        cp = Checkpoint.parse(parse_note(note)[0])
+        hashes = self._store._read(
+            lambda tx: merkle.inclusion_proof(ev.position, cp.size, self._log._reader(tx))
+        )
+        raw = ev.entry.encode()
+        merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
+        return TlogProof(ev.position, tuple(hashes), note, raw)
+
+
+def _checked_wait(wait: object) -> Wait:
+    if not isinstance(wait, Wait):
+        raise UsageError(f"a wait is a Wait (store.inbox.make_wait), not {type(wait).__name__}")
+    return wait
+
+
+__all__ = ["MAX_LIMIT", "SWEEP_CHUNK", "Inbox"]
