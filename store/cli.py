@@ -29,6 +29,7 @@ Verbs (every one takes the store options below)::
     tlog-store subscriptions [--json]
     tlog-store unsubscribe ID
     tlog-store deliver [--once] [--batch N] [--timeout S] [--poll S]
+    tlog-store event VERB ...      the inbound-event inbox (:mod:`store.cli_inbox`)
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
 of :mod:`store.batch`, :mod:`store.verify`, :mod:`store.prove`, :mod:`store.publish` or
@@ -92,7 +93,6 @@ from store import (
     DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
-    JournalStore,
     KeptCheckpoint,
     Lease,
     LeaseHeldError,
@@ -116,6 +116,7 @@ from store import (
 )
 from store import cliparser as ui
 from store.batch import check_field
+from store.cli_inbox import event_verb
 from store.cliparser import verb
 from store.deliver import (
     DEFAULT_BATCH,
@@ -192,17 +193,8 @@ def _jsonable(value: object) -> object:
 # --- store and key -----------------------------------------------------------------------------
 
 
-def _open(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
-    """Open the store the arguments name, for their tenant; with the log key when ``key``."""
-    db, pg = ui.store_location(args)
-    tenant = ui.parse_tenant(args)
-    if db is not None and not os.path.exists(db):
-        # Opening it would create an empty database there.
-        raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
-    if db is not None and os.path.isdir(db):
-        raise UsageError(f"{db} is a directory, not a store file")
-    signer = ui.read_existing_log_key(ui.key_path(args, db)) if key else None
-    return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
+_open = ui.open_store_of
+"""Open the store the arguments name (:func:`store.cliparser.open_store_of`)."""
 
 
 # --- init, vkey --------------------------------------------------------------------------------
@@ -811,6 +803,7 @@ def command() -> Command:
                 ui.deliver_args,
                 ui.PLAIN,
             ),
+            event_verb(),
         ),
     )
 

@@ -22,6 +22,8 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 
+from store.api import JournalStore
+from store.open import open_store
 from store.publish import DEFAULT_TIMEOUT
 from tlog.cli.files import input_name, read_input, read_key_file
 from tlog.cli.run import Verb, utf8_arg
@@ -106,6 +108,19 @@ def store_location(args: argparse.Namespace) -> tuple[str | None, str | None]:
     if db == "" or pg == "":
         raise UsageError("the store path or URL is empty")
     return db, pg
+
+
+def open_store_of(args: argparse.Namespace, *, key: bool = False) -> JournalStore:
+    """Open the store the arguments name, for their tenant; with the log key when ``key``."""
+    db, pg = store_location(args)
+    tenant = parse_tenant(args)
+    if db is not None and not os.path.exists(db):
+        # Opening it would create an empty database there.
+        raise UsageError(f"no store at {db} (create one with 'tlog-store init')")
+    if db is not None and os.path.isdir(db):
+        raise UsageError(f"{db} is a directory, not a store file")
+    signer = read_existing_log_key(key_path(args, db)) if key else None
+    return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
 
 
 def parse_tenant(args: argparse.Namespace) -> str:

@@ -142,7 +142,8 @@ def _cmd_export(args: argparse.Namespace) -> Report:
 def _cmd_proof(args: argparse.Namespace) -> Report:
     path = option_text(args.file, "FILE")
     records = _optional(args.records, "--records")
-    _one_stdin(path, records, args.policy)
+    event = _optional(args.event, "--event")
+    _one_stdin(path, records, args.policy, event)
     head = None
     if args.head is not None:
         try:
@@ -158,6 +159,7 @@ def _cmd_proof(args: argparse.Namespace) -> Report:
         require_record_signatures=args.require_record_signatures,
         origin=_optional(args.origin, "--origin"),
         head=head,
+        event=event,
     )
     return _with_inputs(report, args)
 
@@ -270,10 +272,17 @@ rules; that the inclusion proof leads from the leaf to the checkpoint's root.
 Without --records the proof shows that the head is in the log, not which records lead to it.
 Record signatures in the records file are checked against --record-key keys.
 
+FILE may also be an inbox receipt, as 'tlog-store event receipt' writes it: its extra line is
+the event's inbox entry (source, id, kind, keys, payload hash, time received; docs/formats.md),
+and the leaf is SHA-256(0x00 || entry). With --event (the event's JSON: source, id, kind, keys,
+payload), it checks the receipt is for that event. The policy's log is the inbox log: its
+origin ends in /inbox ('tlog-store event vkey' prints its vkey).
+
 examples:
   tlog-store prove run-1 --out run-1.tlog-proof
   tlog-store read run-1 --json > run-1.jsonl
   tlog-verify proof run-1.tlog-proof --policy auditor.policy --records run-1.jsonl
+  tlog-verify proof payment-42.receipt --log-vkey "$(cat inbox.vkey)" --event payment-42.json
 """
 
 _EPILOG_CHECKPOINT = """\
@@ -351,6 +360,7 @@ def _proof_args(p: argparse.ArgumentParser) -> None:
     _record_args(p)
     p.add_argument("--records", metavar="FILE", help="the run's records (tlog-store read --json)")
     p.add_argument("--head", metavar="HASH", help="the run head you expect (base64)")
+    p.add_argument("--event", metavar="FILE", help="for an inbox receipt: the event (JSON)")
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
 
 

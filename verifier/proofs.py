@@ -48,6 +48,8 @@ from tlog.errors import (
     UsageError,
     VerificationError,
 )
+from tlog.inbox import MAX_ENTRY_SIZE, MAX_PAYLOAD, Entry, event_from_json, receipt_entry
+from tlog.journal import parse_json
 from tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
 from tlog.note import MAX_NOTE_SIZE, Verifier, parse_note
 from tlog.policy import Policy, PolicyResult, TimePolicy
@@ -359,11 +361,15 @@ def verify_proof_file(
     require_record_signatures: bool = False,
     origin: str | None = None,
     head: bytes | None = None,
+    event: str | None = None,
 ) -> Report:
-    """Verify a tlog-proof file as ``tlog-store prove`` writes it (module docstring).
+    """Verify a tlog-proof file as ``tlog-store prove`` writes it (module docstring), or an
+    inbox receipt as ``tlog-store event receipt`` writes it (its extra data is an inbox entry,
+    :mod:`tlog.inbox`; the leaf is the entry's leaf hash).
 
     ``records``: the path of the run's records (``tlog-store read RUN --json``); ``head``:
-    the run head the auditor expects (32 bytes). Requires: ``policy`` lists a log.
+    the run head the auditor expects (32 bytes); ``event``: for a receipt, the path of the
+    event (its JSON form) the receipt must be for. Requires: ``policy`` lists a log.
     """
     if not policy.logs:
         raise UsageError("the policy lists no logs: give --log-vkey")
@@ -375,9 +381,18 @@ def verify_proof_file(
     inputs = {"proof": path}
     if records is not None:
         inputs["records"] = records
+    if event is not None:
+        inputs["event"] = event
     report = Report("proof", inputs)
     try:
         data, proof = _read_proof(report, path)
+        if proof.extra is not None and proof.extra[:1] == b"{":
+            if records is not None or head is not None:
+                raise UsageError("a receipt is of an event: --records and --head are for runs")
+            _verify_receipt(report, data, proof, policy, time_policy, origin, event)
+            return report
+        if event is not None:
+            raise UsageError("--event is for an inbox receipt; this proof is of a run")
         run_head = _proof_head(proof, head)
         if records is not None:
             got = _check_records(report, records, trusted, require_record_signatures, run_head)
@@ -400,6 +415,74 @@ def verify_proof_file(
         )
     _note_unknown_signatures(report, result)
     return report
+
+
+def _verify_receipt(
+    report: Report,
+    data: bytes,
+    proof: TlogProof,
+    policy: Policy,
+    time_policy: TimePolicy | None,
+    origin: str | None,
+    event: str | None,
+) -> None:
+    """An inbox receipt: its entry parses, matches ``event`` when given, and is in the log."""
+    assert proof.extra is not None
+    try:
+        entry = receipt_entry(proof.extra)
+    except MalformedError as e:
+        raise _Rejected(Failure("malformed", f"the receipt's entry: {e}", "proof", 2)) from None
+    report.check("entry-format", "the receipt's inbox entry is canonical", 1, "receipts")
+    if event is not None:
+        _check_event(report, event, entry)
+    note_line = data[: len(data) - len(proof.checkpoint)].count(b"\n") + 1
+    result = _check_inclusion(
+        report, proof, note_line, proof.extra, policy, time_policy, origin, what="the event's"
+    )
+    report.facts.update(
+        {
+            "source": entry.source,
+            "id": entry.id,
+            "kind": entry.kind,
+            "keys": [list(k) for k in entry.keys],
+            "payload_sha256": b64encode(entry.payload_sha256),
+            "received_at": entry.received_at,
+        }
+    )
+    if not result.checkpoint.origin.endswith("/inbox"):
+        report.note("the checkpoint's origin does not end in /inbox: check it is the inbox log")
+    if event is None:
+        report.note(
+            "without --event, the receipt shows that this entry was accepted; give the "
+            "event to check it is yours"
+        )
+    _note_unknown_signatures(report, result)
+
+
+def _check_event(report: Report, path: str, entry: Entry) -> None:
+    """The event file (JSON form) is the one the entry commits to."""
+    raw = read_input(path, 2 * MAX_PAYLOAD + MAX_ENTRY_SIZE, "the event")
+    try:
+        ev = event_from_json(parse_json(raw.decode("utf-8")))
+    except UnicodeDecodeError:
+        raise _Rejected(Failure("malformed", "the event is not UTF-8", "event", 1)) from None
+    except MalformedError as e:
+        raise _Rejected(Failure("malformed", f"the event: {e}", "event", 1)) from None
+    if not entry.matches(ev):
+        differs = next(
+            name
+            for name, a, b in (
+                ("source", entry.source, ev.source),
+                ("id", entry.id, ev.id),
+                ("kind", entry.kind, ev.kind),
+                ("keys", entry.keys, ev.keys),
+                ("payload", entry.payload_sha256, ev.payload_sha256),
+            )
+            if a != b
+        )
+        message = f"the receipt is not for this event: its {differs} differs"
+        raise _Rejected(Failure("proof", message, "event", 1))
+    report.check("event", "the receipt's entry is the event's (payload by its hash)", 1, "events")
 
 
 def _read_proof(report: Report, path: str) -> tuple[bytes, TlogProof]:
@@ -484,9 +567,12 @@ def _check_inclusion(
     policy: Policy,
     time_policy: TimePolicy | None,
     origin: str | None,
+    *,
+    what: str = "the run's",
 ) -> PolicyResult:
     """The spec's steps 2-4: the origin, the log's signature and the cosignatures under the
-    policy (a bad line of a policy key rejects), then the inclusion of the run's leaf."""
+    policy (a bad line of a policy key rejects), then the inclusion of the leaf of
+    ``run_head`` (a run's head, or a receipt's entry: ``what`` names whose)."""
     leaf = leaf_hash(run_head)
     try:
         result = judge_note(
@@ -500,9 +586,11 @@ def _check_inclusion(
     except VerificationError as e:
         raise _Rejected(failure_from(e, "proof")) from None
     _policy_checks(report, result, policy, time_policy)
+    if len(run_head) == 32:
+        report.facts["head"] = b64encode(run_head)
     report.check(
         "inclusion",
-        f"inclusion of the run's leaf at index {proof.index} in the tree of size {cp.size}",
+        f"inclusion of {what} leaf at index {proof.index} in the tree of size {cp.size}",
         len(proof.hashes),
         "proof hashes",
     )
@@ -514,7 +602,6 @@ def _check_inclusion(
             "size": cp.size,
             "root": b64encode(cp.root),
             "leaf": b64encode(leaf),
-            "head": b64encode(run_head),
             "witnesses": facts["witnesses"],
             "ignored": facts["ignored"],
             "log_keys": facts["log_keys"],

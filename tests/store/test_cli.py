@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import pytest
 
 import store.cli
+import store.cliparser
 from store import errors
 from store.cli import main
 from store.export import RestoreError
@@ -906,7 +907,7 @@ def test_verify_proves_runs_sealed_after_its_first_checkpoint(
 ) -> None:
     head = sealed_run(db)
     monkeypatch.setattr(
-        store.cli, "open_store", lambda **kw: _StaleFirstCheckpoint(open_store(**kw))
+        store.cliparser, "open_store", lambda **kw: _StaleFirstCheckpoint(open_store(**kw))
     )
     assert ok(["verify", "--db", db]).decode() == f"ok r records 3 head {b64(head)} sealed 0 ok\n"
 
@@ -1301,7 +1302,7 @@ def test_exit_status_mapping(
 ) -> None:
     path = tmp_path / "j.db"
     path.write_bytes(b"")
-    monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
+    monkeypatch.setattr(store.cliparser, "open_store", lambda **kw: _RaisingStore(error))
     err = fails(["head", "r", "--db", str(path)], status)
     if isinstance(error, errors.CommitUnknownError):
         assert "may or may not have been written" in err
@@ -1315,7 +1316,7 @@ def test_multiline_messages_stay_on_one_line(
     path = tmp_path / "j.db"
     path.write_bytes(b"")
     error = errors.BackendError("line one\nline two\r")
-    monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(error))
+    monkeypatch.setattr(store.cliparser, "open_store", lambda **kw: _RaisingStore(error))
     assert (
         fails(["head", "r", "--db", str(path)], 4) == "tlog-store: head: line one\\nline two\\r\n"
     )
@@ -1324,7 +1325,7 @@ def test_multiline_messages_stay_on_one_line(
 def test_bugs_are_not_swallowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "j.db"
     path.write_bytes(b"")
-    monkeypatch.setattr(store.cli, "open_store", lambda **kw: _RaisingStore(KeyError("bug")))
+    monkeypatch.setattr(store.cliparser, "open_store", lambda **kw: _RaisingStore(KeyError("bug")))
     with pytest.raises(KeyError):
         run(["head", "r", "--db", str(path)])
 
