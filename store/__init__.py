@@ -27,6 +27,12 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`Subscription`, :class:`Delivery`) and :mod:`store.deliver` (the worker that pushes
   records to receivers, :class:`Deliverer` and its :class:`Attempt`; :func:`outbox_of`, a
   store's outbox);
+* the inbound-event inbox — :mod:`store.inbox`: ``store.inbox`` on a handle is an
+  :class:`Inbox` (events from outside, deduplicated, correlated to waiting runs, claimed once,
+  dead-lettered, erasable, each a leaf of the tenant's inbox log with a receipt); its values
+  :class:`Wait` (:func:`make_wait`), :class:`StoredEvent`, :class:`Claimed`, :class:`Buffered`,
+  :class:`Targeted`, :class:`InboxCounts`; events are :class:`Event` (:func:`make_event`, of
+  :mod:`tlog.inbox`);
 * joining the embedder's transaction — :mod:`store.atomic`: ``store.atomic`` (an
   :class:`AtomicJournal` on PostgreSQL, None on SQLite), :func:`require_atomic`, and
   :class:`JoinedJournal`, the appends and seals of the caller's transaction;
@@ -92,6 +98,14 @@ if TYPE_CHECKING:
     from store.export import RestoreSummary as RestoreSummary
     from store.export import export_store as export_store
     from store.export import restore_store as restore_store
+    from store.inbox.core import Inbox as Inbox
+    from store.inbox.values import Buffered as Buffered
+    from store.inbox.values import Claimed as Claimed
+    from store.inbox.values import InboxCounts as InboxCounts
+    from store.inbox.values import StoredEvent as StoredEvent
+    from store.inbox.values import Targeted as Targeted
+    from store.inbox.values import Wait as Wait
+    from store.inbox.values import make_wait as make_wait
     from store.open import init_store as init_store
     from store.open import open_in_memory as open_in_memory
     from store.open import open_store as open_store
@@ -115,9 +129,21 @@ if TYPE_CHECKING:
     from tlog.errors import TlogError as TlogError
     from tlog.errors import UsageError as UsageError
     from tlog.errors import VerificationError as VerificationError
+    from tlog.inbox import Event as Event
+    from tlog.inbox import make_event as make_event
     from tlog.journal import Record as Record
 
 _MODULE_OF = {
+    "Inbox": "store.inbox.core",
+    "Wait": "store.inbox.values",
+    "make_wait": "store.inbox.values",
+    "StoredEvent": "store.inbox.values",
+    "Claimed": "store.inbox.values",
+    "Buffered": "store.inbox.values",
+    "Targeted": "store.inbox.values",
+    "InboxCounts": "store.inbox.values",
+    "Event": "tlog.inbox",
+    "make_event": "tlog.inbox",
     "Append": "store.api",
     "AtomicJournal": "store.atomic",
     "Attempt": "store.deliver",
@@ -182,15 +208,20 @@ __all__ = [
     "AtomicJournal",
     "Attempt",
     "BackendError",
+    "Buffered",
     "Cancellation",
+    "Claimed",
     "CommitUnknownError",
     "CorruptError",
     "Deliverer",
     "Delivery",
     "DuplicateAdmissionError",
     "DuplicateEffectError",
+    "Event",
     "FencedError",
     "Head",
+    "Inbox",
+    "InboxCounts",
     "Inclusion",
     "InvalidSignatureError",
     "JoinedJournal",
@@ -210,15 +241,20 @@ __all__ = [
     "Seal",
     "SealConflictError",
     "StoreError",
+    "StoredEvent",
     "Subscription",
+    "Targeted",
     "TlogError",
     "UsageError",
     "VerificationError",
+    "Wait",
     "WaitingRun",
     "all_runs",
     "describe_note",
     "export_store",
     "init_store",
+    "make_event",
+    "make_wait",
     "open_in_memory",
     "open_store",
     "outbox_of",
