@@ -71,6 +71,13 @@ def test_the_guide_has_a_recipe_for_every_verb() -> None:
         "Deliverer(",
         "require_atomic(",
         ".join(",
+        ".buffer(",
+        ".wait(",
+        ".journal_delivery(",
+        ".receipt(",
+        ".sweep(",
+        ".dead_letters(",
+        ".waiting(",
     ):
         assert call in code, call
 
