@@ -141,9 +141,12 @@ class Inbox:
         return self._store._now(tx)
 
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        # In sorted order, so that two transactions never wait for each other's keys. The
+        # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
+        # text cannot hold NUL. A hash collision of two names only serialises more.
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
-                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
             )
 
     # --- reading rows --------------------------------------------------------------------------
