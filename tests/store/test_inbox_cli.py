@@ -110,8 +110,9 @@ def test_wait_first_then_the_event_claims_itself(cli: Cli) -> None:
     assert isinstance(listed, list) and [w["run"] for w in listed] == ["o-2"]
     ev = {**EVENT, "id": "pay-2", "keys": [["order", "A-2"]]}
     out = cli.json(["event", "buffer"], _line(ev))
-    (done,) = out["buffered"]  # type: ignore[misc]
-    assert done["matched"]["run"] == "o-2"
+    buffered = out["buffered"]
+    assert isinstance(buffered, list) and len(buffered) == 1
+    assert buffered[0]["matched"]["run"] == "o-2"
     assert cli.json(["event", "waiting"]) == {"waiting": []}
     # The claim is recoverable by its run, by nobody else.
     again = cli.json(["event", "claim", *wait])["claimed"]
