@@ -93,6 +93,7 @@ from store import (
     DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
+    JournalStore,
     KeptCheckpoint,
     Lease,
     LeaseHeldError,
@@ -116,7 +117,7 @@ from store import (
 )
 from store import cliparser as ui
 from store.batch import check_field
-from store.cli_inbox import event_verb
+from store.cli_inbox import INBOX_PUBLISH, event_verb
 from store.cliparser import verb
 from store.deliver import (
     DEFAULT_BATCH,
@@ -125,6 +126,7 @@ from store.deliver import (
     outbox_of,
     record_object,
 )
+from store.sql import SQLStore
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -446,11 +448,21 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     return _output(args, as_json, note)
 
 
-def _cmd_publish(args: argparse.Namespace) -> int:
+def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
+    """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`)."""
+    if not inbox:
+        return store
+    if not isinstance(store, SQLStore):
+        raise UsageError(f"a {type(store).__name__} keeps no inbox")
+    return store.inbox.log
+
+
+def _cmd_publish(args: argparse.Namespace, *, inbox: bool = False) -> int:
+    """``publish``, and with ``inbox`` ``event publish``: the same, on the inbox log."""
     if args.witness:
         if args.file is not None:
             raise UsageError("give FILE (a cosigned copy) or --witness, not both")
-        return _publish_to_witnesses(args)
+        return _publish_to_witnesses(args, inbox)
     for flag, value in (("--policy", args.policy), ("--timeout", args.timeout)):
         if value is not None:
             raise UsageError(f"{flag} goes with --witness")
@@ -461,11 +473,11 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     note = read_input(args.file, MAX_NOTE_SIZE)
     parse_note(note)  # refuse a malformed note here, with the note's own message
     with _open(args) as store:
-        write_stdout(store.add_cosignatures(note, witness_keys=witness_keys))
+        write_stdout(_log_of(store, inbox).add_cosignatures(note, witness_keys=witness_keys))
     return EXIT_OK
 
 
-def _publish_to_witnesses(args: argparse.Namespace) -> int:
+def _publish_to_witnesses(args: argparse.Namespace, inbox: bool) -> int:
     """``publish --witness``: :func:`store.publish.publish_to_witnesses`, then its report."""
     specs = [ui.parse_witness(w) for w in args.witness]
     if args.witness_key or args.witness_keys:
@@ -479,7 +491,8 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
     clients = witness_clients(specs, timeout=timeout, what="--witness")
     try:
         with _open(args, key=True) as store:
-            done = publish_to_witnesses(store, clients, policy=policy, timeout=timeout)
+            log = _log_of(store, inbox)
+            done = publish_to_witnesses(log, clients, policy=policy, timeout=timeout)
     finally:
         for c in clients:
             c.close()
@@ -803,7 +816,16 @@ def command() -> Command:
                 ui.deliver_args,
                 ui.PLAIN,
             ),
-            event_verb(),
+            event_verb(
+                verb(
+                    "publish",
+                    "get the inbox checkpoint cosigned, or keep a cosigned copy",
+                    INBOX_PUBLISH,
+                    lambda a: _cmd_publish(a, inbox=True),
+                    ui.publish_args,
+                    ui.KEY,
+                )
+            ),
         ),
     )
 

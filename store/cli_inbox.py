@@ -21,6 +21,7 @@ Verbs (every one takes the store options)::
     tlog-store event receipt SOURCE ID [--out FILE]
     tlog-store event checkpoint [--json]                       sign the inbox log's checkpoint
     tlog-store event vkey                                      the inbox log's vkey
+    tlog-store event publish [FILE] [--witness URL=VKEY]... [--policy FILE]   as ``publish``
 
 An event's JSON form is :mod:`tlog.inbox`'s: ``{"source", "id", "kind", "keys": [[ns, value],
 …], "payload"}``. Exit statuses are ``tlog-store``'s: 0 done, 1 (``claim``, ``match``: nothing
@@ -466,8 +467,20 @@ _CHECKPOINT = "Signs and keeps the inbox log's current checkpoint (reads --key).
 _VKEY = "Prints the inbox log's vkey (the log key, named by the inbox origin).\n"
 
 
-def event_verb() -> Verb:
-    """The ``event`` verb of ``tlog-store``, with its subverbs."""
+INBOX_PUBLISH = """\
+'tlog-store publish' for the inbox log (origin <origin>/<tenant>/inbox): with --witness, signs
+its current checkpoint, has the witnesses cosign it (they follow the inbox log's origin and
+vkey, 'tlog-store event vkey') and keeps the cosignatures; with FILE, keeps a cosigned copy.
+Receipts carry the newest kept inbox checkpoint that covers their event.
+
+examples:
+  tlog-store event publish --witness http://127.0.0.1:7380/=WITNESS_VKEY
+"""
+
+
+def event_verb(*more: Verb) -> Verb:
+    """The ``event`` verb of ``tlog-store``, with its subverbs (and ``more``, declared by
+    :mod:`store.cli`: ``publish``, which shares ``tlog-store publish``'s handler)."""
     return Verb(
         "event",
         "the inbound-event inbox",
@@ -504,6 +517,7 @@ def event_verb() -> Verb:
                 KEY_JSON,
             ),
             verb("vkey", "print the inbox log's vkey", _VKEY, _cmd_vkey, None, PLAIN),
+            *more,
         ),
     )
 
