@@ -126,7 +126,6 @@ from store.deliver import (
     outbox_of,
     record_object,
 )
-from store.sql import SQLStore
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -450,11 +449,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
     """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`)."""
-    if not inbox:
-        return store
-    if not isinstance(store, SQLStore):
-        raise UsageError(f"a {type(store).__name__} keeps no inbox")
-    return store.inbox.log
+    return store.inbox.log if inbox else store
 
 
 def _cmd_publish(args: argparse.Namespace, *, inbox: bool = False) -> int:

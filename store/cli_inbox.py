@@ -41,7 +41,6 @@ from store import cliparser as ui
 from store.cliparser import JSON, KEY, KEY_JSON, PLAIN, verb
 from store.inbox.core import MAX_LIMIT, Inbox
 from store.inbox.values import Claimed, Wait, make_wait
-from store.sql import SQLStore
 from tlog.cli.files import input_name, is_stdin, output_file, read_input
 from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_stdout
 from tlog.errors import MalformedError, UsageError
@@ -59,8 +58,6 @@ MAX_BATCH = 10_000
 @contextmanager
 def _inbox(args: argparse.Namespace, *, key: bool = False) -> Iterator[Inbox]:
     with ui.open_store_of(args, key=key) as store:
-        if not isinstance(store, SQLStore):
-            raise UsageError(f"a {type(store).__name__} keeps no inbox")
         yield store.inbox
 
 
