@@ -141,9 +141,11 @@ class Inbox:
         return self._store._now(tx)
 
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        # Parts joined by U+001F, which none of them can hold (a label has no control
+        # character); not NUL, which PostgreSQL text (the lock name's) cannot carry.
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
-                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
             )
 
     # --- reading rows --------------------------------------------------------------------------
