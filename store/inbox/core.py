@@ -269,9 +269,11 @@ class Inbox:
         while True:
             best: tuple[int, str, str] | None = None
             for ns, value in ev.keys:
+                # By number alone (a wait's own; unique in a key's range): the first entry of
+                # inbox_wait_match's range, not a sort of every wait on the key.
                 row = tx.one(
                     "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                    " AND namespace = ? AND value = ? ORDER BY number, run, effect_key LIMIT 1",
+                    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1",
                     (tenant, ev.kind, ns, value),
                 )
                 if row is not None:
