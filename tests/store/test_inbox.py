@@ -1019,6 +1019,14 @@ def test_every_flipped_byte_of_a_receipt_fails(ib: Inbox) -> None:
             flipped = raw[:pos] + bytes([raw[pos] ^ bit]) + raw[pos + 1 :]
             assert not accepted(flipped), (pos, bit)
 
+    # and any other value at any place (Hypothesis draws both; the receipt is built once)
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(0, len(raw) - 1), st.integers(1, 255))
+    def replaced(pos: int, delta: int) -> None:
+        assert not accepted(raw[:pos] + bytes([(raw[pos] + delta) % 256]) + raw[pos + 1 :])
+
+    replaced()
+
 
 def test_inbox_checkpoints_are_consistent_across_growth(ib: Inbox) -> None:
     sizes: list[int] = []
