@@ -48,6 +48,7 @@ from tlog.inbox import (
     Event,
     delivery_data,
     keys_json,
+    make_event,
 )
 from tlog.journal import Record, check_effect_key, check_run_id
 from tlog.note import parse_note
@@ -181,10 +182,7 @@ class Inbox:
         """:meth:`buffer` of each of ``events``, atomically, in order (an event twice in the
         batch: the second is a duplicate)."""
         for e in events:
-            if not isinstance(e, Event):
-                raise UsageError(
-                    f"buffer takes Event values (tlog.inbox.make_event), not {type(e).__name__}"
-                )
+            _checked_event(e, "buffer")
         if not events:
             return []
         tenant = self._tenant
@@ -270,9 +268,11 @@ class Inbox:
         while True:
             best: tuple[int, str, str] | None = None
             for ns, value in ev.keys:
+                # By number alone (a wait's own; unique in a key's range): the first entry of
+                # inbox_wait_match's range, not a sort of every wait on the key.
                 row = tx.one(
                     "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                    " AND namespace = ? AND value = ? ORDER BY number, run, effect_key LIMIT 1",
+                    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1",
                     (tenant, ev.kind, ns, value),
                 )
                 if row is not None:
@@ -461,8 +461,7 @@ class Inbox:
             check_run_id(run)
         except MalformedError as e:
             raise UsageError(str(e)) from None
-        if not isinstance(event, Event):
-            raise UsageError("deliver takes an Event (tlog.inbox.make_event)")
+        _checked_event(event, "deliver")
         tenant = self._tenant
 
         def work(tx: Tx) -> Targeted:
@@ -760,6 +759,26 @@ class Inbox:
         raw = ev.entry.encode()
         merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
         return TlogProof(ev.position, tuple(hashes), note, raw)
+
+
+def _checked_event(event: object, verb: str) -> Event:
+    """``event`` when it is an Event exactly as :func:`tlog.inbox.make_event` gives it (a
+    hand-built one could store keys out of order, a source the format refuses, or payload bytes
+    that are not its payload's: a corrupt row and an entry no receipt can carry)."""
+    if not isinstance(event, Event):
+        raise UsageError(
+            f"{verb} takes Event values (tlog.inbox.make_event), not {type(event).__name__}"
+        )
+    try:
+        same = make_event(event.source, event.id, event.kind, event.keys, event.payload)
+    except MalformedError as e:
+        raise UsageError(f"{verb}: event {event.source!r}/{event.id!r}: {e}") from None
+    if same != event:
+        raise UsageError(
+            f"{verb}: event {event.source}/{event.id} is not as tlog.inbox.make_event gives it"
+            " (keys in canonical order, payload_bytes its payload's canonical JSON)"
+        )
+    return event
 
 
 def _checked_wait(wait: object) -> Wait:
