@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
 from store.db import Tx, check_int
-from store.errors import CorruptError
+from store.errors import CorruptError, FencedError
 from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
 from store.inbox.values import (
@@ -524,6 +524,13 @@ class Inbox:
                 holder = "nobody" if ev.claimed_by is None else f"run {ev.claimed_by}"
                 raise UsageError(f"event {source}/{id} is claimed by {holder}, not by run {run}")
             if ev.delivered_seq is not None:
+                # The retry is fenced as the first call was: a holder whose lease was taken
+                # over is told so, not handed the record as if it had resumed the run.
+                lease = tx.one(
+                    "SELECT epoch FROM run_lease WHERE tenant = ? AND run = ?", (self._tenant, run)
+                )
+                if lease is not None and lease[0] != epoch:
+                    raise FencedError(run, epoch, stored_int(lease[0], "lease epoch"))
                 row = tx.one(
                     f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
                     " WHERE tenant = ? AND run = ? AND seq = ?",

@@ -870,6 +870,10 @@ def test_journal_delivery_is_fenced(store: JournalStore, ib: Inbox, clock: FakeC
     assert store.read("run-1") == [] and state(ib, "bank", "1").delivered_seq is None
     rec = ib.journal_delivery("run-1", new.epoch, "bank", "1")
     assert rec.seq == 1
+    # A retry is fenced too: the old holder is not handed the record as if it had resumed.
+    with pytest.raises(FencedError):
+        ib.journal_delivery("run-1", old.epoch, "bank", "1")
+    assert ib.journal_delivery("run-1", new.epoch, "bank", "1") == rec
     for bad in (0, -1, True, "1"):
         with pytest.raises(UsageError):
             ib.journal_delivery("run-1", cast(int, bad), "bank", "1")
