@@ -33,6 +33,11 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`Wait` (:func:`make_wait`), :class:`StoredEvent`, :class:`Claimed`, :class:`Buffered`,
   :class:`Targeted`, :class:`InboxCounts`; events are :class:`Event` (:func:`make_event`, of
   :mod:`tlog.inbox`);
+* the log in public — :mod:`store.tiles` (a tenant's log as C2SP tlog-tiles resources:
+  :class:`StoreLog` over a store, :class:`EntryLog` over entries in memory, :class:`TiledLog`
+  the resources; served by :mod:`store.tileserver`, ``tlog-store serve``) and
+  :mod:`store.tilefiles` (:func:`publish_tiles`, the same as files for a static web server:
+  :class:`Published`);
 * joining the embedder's transaction — :mod:`store.atomic`: ``store.atomic`` (an
   :class:`AtomicJournal` on PostgreSQL, None on SQLite), :func:`require_atomic`, and
   :class:`JoinedJournal`, the appends and seals of the caller's transaction;
@@ -119,6 +124,11 @@ if TYPE_CHECKING:
     from store.publish import publish_to_witnesses as publish_to_witnesses
     from store.publish import published_checkpoints as published_checkpoints
     from store.publish import witness_clients as witness_clients
+    from store.tilefiles import Published as Published
+    from store.tilefiles import publish_tiles as publish_tiles
+    from store.tiles import EntryLog as EntryLog
+    from store.tiles import StoreLog as StoreLog
+    from store.tiles import TiledLog as TiledLog
     from store.verify import RunCheck as RunCheck
     from store.verify import all_runs as all_runs
     from store.verify import read_pages as read_pages
@@ -155,6 +165,7 @@ _MODULE_OF = {
     "Deliverer": "store.deliver",
     "Delivery": "store.outbox",
     "DuplicateEffectError": "store.errors",
+    "EntryLog": "store.tiles",
     "FencedError": "store.errors",
     "Head": "store.api",
     "Inclusion": "store.api",
@@ -168,6 +179,7 @@ _MODULE_OF = {
     "MalformedError": "tlog.errors",
     "NotSealedError": "store.prove",
     "Publication": "store.publish",
+    "Published": "store.tilefiles",
     "Record": "tlog.journal",
     "RestoreError": "store.export",
     "RestoreSummary": "store.export",
@@ -177,7 +189,9 @@ _MODULE_OF = {
     "WaitingRun": "store.api",
     "SealConflictError": "store.errors",
     "StoreError": "store.errors",
+    "StoreLog": "store.tiles",
     "Subscription": "store.outbox",
+    "TiledLog": "store.tiles",
     "TlogError": "tlog.errors",
     "UsageError": "tlog.errors",
     "VerificationError": "tlog.errors",
@@ -191,6 +205,7 @@ _MODULE_OF = {
     "parse_batch": "store.batch",
     "parse_data": "store.batch",
     "prove_run": "store.prove",
+    "publish_tiles": "store.tilefiles",
     "publish_to_witnesses": "store.publish",
     "published_checkpoints": "store.publish",
     "read_pages": "store.verify",
@@ -217,6 +232,7 @@ __all__ = [
     "Delivery",
     "DuplicateAdmissionError",
     "DuplicateEffectError",
+    "EntryLog",
     "Event",
     "FencedError",
     "Head",
@@ -233,6 +249,7 @@ __all__ = [
     "MalformedError",
     "NotSealedError",
     "Publication",
+    "Published",
     "Record",
     "RestoreError",
     "RestoreSummary",
@@ -241,9 +258,11 @@ __all__ = [
     "Seal",
     "SealConflictError",
     "StoreError",
+    "StoreLog",
     "StoredEvent",
     "Subscription",
     "Targeted",
+    "TiledLog",
     "TlogError",
     "UsageError",
     "VerificationError",
@@ -261,6 +280,7 @@ __all__ = [
     "parse_batch",
     "parse_data",
     "prove_run",
+    "publish_tiles",
     "publish_to_witnesses",
     "published_checkpoints",
     "read_pages",

@@ -29,6 +29,8 @@ Verbs (every one takes the store options below)::
     tlog-store subscriptions [--json]
     tlog-store unsubscribe ID
     tlog-store deliver [--once] [--batch N] [--timeout S] [--poll S]
+    tlog-store serve [--listen HOST:PORT]
+    tlog-store tiles --out DIR [--json]
     tlog-store event VERB ...      the inbound-event inbox (:mod:`store.cli_inbox`)
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
@@ -126,6 +128,8 @@ from store.deliver import (
     outbox_of,
     record_object,
 )
+from store.tilefiles import publish_tiles
+from store.tiles import StoreLog, tile_reads
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -706,6 +710,68 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- the log in public: tlog-tiles ----------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from store.tileserver import (  # noqa: PLC0415 - aiohttp
+        TileServer,
+        make_app,
+        request_logger,
+        serve,
+    )
+
+    host, port = ui.parse_listen(args.listen)
+    db, pg = ui.store_location(args)
+    handles: list[JournalStore] = []
+
+    def open_source(tenant: str) -> StoreLog:
+        handle = open_store(db=db, postgres=pg, tenant=tenant)
+        handles.append(handle)
+        return StoreLog(handle)
+
+    def announce(urls: list[str]) -> None:
+        write_stdout("".join(f"listening on {u}\n" for u in urls))
+
+    with _open(args) as store:
+        server = TileServer(tile_reads(store).tenants, open_source, logger=request_logger())
+        try:
+            serve(make_app(server), host=host, port=port, announce=announce)
+        finally:
+            for h in handles:
+                h.close()
+    return EXIT_OK
+
+
+def _cmd_tiles(args: argparse.Namespace) -> int:
+    out = utf8_arg(args.out, "--out")
+    db, pg = ui.store_location(args)
+    results = []
+    with _open(args) as store:
+        tenants = tile_reads(store).tenants()
+    for tenant in tenants:
+        with open_store(db=db, postgres=pg, tenant=tenant) as handle:
+            done = publish_tiles(StoreLog(handle), os.path.join(out, tenant))
+        results.append((tenant, done))
+        if not args.json:
+            write_stdout(f"{tenant} {done.old_size} -> {done.size}: {done.written} files\n")
+    if args.json:
+        _write_json(
+            {
+                "tenants": [
+                    {
+                        "tenant": t,
+                        "old_size": d.old_size,
+                        "size": d.size,
+                        "written": d.written,
+                    }
+                    for t, d in results
+                ]
+            }
+        )
+    return EXIT_OK
+
+
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
@@ -716,7 +782,7 @@ def command() -> Command:
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,
         statuses=_STATUSES,
-        # publish --witness and deliver need requests, --postgres psycopg.
+        # publish --witness and deliver need requests, serve aiohttp, --postgres psycopg.
         extras=("store", "postgres"),
         verbs=(
             verb("init", "initialise a store", ui.INIT, _cmd_init, ui.init_args, ui.KEY_JSON),
@@ -810,6 +876,21 @@ def command() -> Command:
                 _cmd_deliver,
                 ui.deliver_args,
                 ui.PLAIN,
+            ),
+            verb(
+                "serve",
+                "serve every tenant's log as tlog-tiles (HTTP)",
+                ui.SERVE,
+                _cmd_serve,
+                ui.serve_args,
+                ui.PLAIN,
+            ),
+            verb(
+                "tiles",
+                "write every tenant's log as tlog-tiles files",
+                ui.TILES,
+                _cmd_tiles,
+                ui.tiles_args,
             ),
             event_verb(
                 verb(
