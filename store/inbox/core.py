@@ -289,16 +289,17 @@ class Inbox:
             )
             if gone == 0 or not waits:
                 continue  # another event took this wait first: the next oldest
-            if not self._claim_row(tx, ev, run, now):
+            if not self._claim_row(tx, ev, run, effect, now):
                 raise _Taken
             return waits[0]
 
-    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, now: int) -> bool:
-        """Claim live ``ev`` for ``run`` (the arbiter); drop its match rows when it was won."""
+    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, effect: str, now: int) -> bool:
+        """Claim live ``ev`` for ``run``'s wait ``effect`` (the arbiter); drop its match rows
+        when it was won."""
         n = tx.execute(
-            "UPDATE inbox_event SET claimed_by = ?, claimed_at = ?, held = ?"
+            "UPDATE inbox_event SET claimed_by = ?, claimed_for = ?, claimed_at = ?, held = ?"
             " WHERE tenant = ? AND source = ? AND id = ? AND claimed_by IS NULL AND NOT dead",
-            (run, now, True, self._tenant, ev.source, ev.id),
+            (run, effect, now, True, self._tenant, ev.source, ev.id),
         )
         if n != 1:
             return False
@@ -412,7 +413,8 @@ class Inbox:
             (tenant, wait.run, wait.kind),
         ):
             mine = stored_event(held_row)
-            if wanted & set(mine.keys):
+            # This wait's own event only: another wait of the run gets its own back.
+            if mine.claimed_for == wait.effect_key and wanted & set(mine.keys):
                 self._retire(tx, wait)
                 return Claimed(mine, wait, recovered=True)
         for _ in range(1000):
@@ -432,7 +434,7 @@ class Inbox:
             ev = self._event(tx, best[1], best[2])
             if ev is None:
                 raise CorruptError(f"match row of event {best[1]}/{best[2]} has no event")
-            if self._claim_row(tx, ev, wait.run, now):
+            if self._claim_row(tx, ev, wait.run, wait.effect_key, now):
                 self._retire(tx, wait)
                 got = self._event(tx, ev.source, ev.id)
                 assert got is not None
@@ -483,8 +485,8 @@ class Inbox:
             size = self._log._lock_log(tx)
             tx.execute(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
-                " payload_hash, received_at, claimed_by, claimed_at, held, dead)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " payload_hash, received_at, claimed_by, claimed_at, held, dead, claimed_for)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tenant,
                     event.source,
@@ -499,6 +501,7 @@ class Inbox:
                     now,
                     True,
                     False,
+                    chosen.effect_key,
                 ),
             )
             self._append_leaves(tx, size, [Entry.of(event, now).leaf])

@@ -516,8 +516,25 @@ def test_recovery_needs_the_kind_and_a_key_of_the_wait(ib: Inbox) -> None:
     assert ib.claim(wt("run-1")) is not None
     assert ib.claim(wt("run-1", [["order", "B"]])) is None
     assert ib.claim(wt("run-1", kind="Refund")) is None
-    got = ib.claim(wt("run-1", [["order", "B"], ["order", "A"]], effect="e7"))
+    got = ib.claim(wt("run-1", [["order", "B"], ["order", "A"]]))
     assert got is not None and got.recovered
+    # Another wait of the run does not get this wait's event back.
+    assert ib.claim(wt("run-1", effect="e7")) is None
+
+
+def test_each_wait_of_a_run_recovers_its_own_event(ib: Inbox) -> None:
+    # Two waits of one run on the same kind and key, two events, nobody unsubscribed: a
+    # re-claim gives each wait back the event it claimed, never the other's.
+    ib.buffer(ev("1"))
+    ib.buffer(ev("2"))
+    first = ib.wait(wt("run-1", effect="e1"))
+    second = ib.wait(wt("run-1", effect="e2"))
+    assert first is not None and second is not None
+    assert (first.event.id, second.event.id) == ("1", "2")
+    assert state(ib, "bank", "1").claimed_for == "e1"
+    for effect, want in (("e2", "2"), ("e1", "1"), ("e2", "2")):
+        again = ib.claim(wt("run-1", effect=effect))
+        assert again is not None and again.recovered and again.event.id == want
 
 
 def test_after_unsubscribe_a_run_cannot_reclaim(ib: Inbox) -> None:
