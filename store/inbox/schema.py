@@ -1,6 +1,6 @@
 """The inbox's schema: a third schema on the storage engine, beside the journal's.
 
-Tables (created idempotently by :func:`ensure`; the tenant leads every key and every index, so
+Tables (created idempotently by :func:`create`; the tenant leads every key and every index, so
 that a range over one tenant's rows cannot see another's — one tenant's event can never match
 another tenant's waiting run, even with identical correlation values)::
 
