@@ -532,11 +532,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     run = ui.parse_run(args.run)
     with _open(args) as store:
         data = prove_run(store, run, sign=lambda: _sign_now(args)).format()
-    if is_stdin(args.out):
-        write_stdout(data)
-    else:
-        with output_file(args.out, ".tlog-store-", name_path=True) as f:
-            f.write(data)
+    ui.write_output(args.out, data)
     return EXIT_OK
 
 

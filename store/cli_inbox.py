@@ -41,7 +41,7 @@ from store import cliparser as ui
 from store.cliparser import JSON, KEY, KEY_JSON, PLAIN, verb
 from store.inbox.core import MAX_LIMIT, Inbox
 from store.inbox.values import Claimed, Wait, make_wait
-from tlog.cli.files import input_name, is_stdin, output_file, read_input
+from tlog.cli.files import input_name, read_input
 from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_stdout
 from tlog.errors import MalformedError, UsageError
 from tlog.inbox import MAX_PAYLOAD, Event, event_from_json
@@ -313,11 +313,7 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     with _inbox(args) as box:
         data = box.receipt(source, id_, sign=sign).format()
-    if is_stdin(args.out):
-        write_stdout(data)
-    else:
-        with output_file(args.out, ".tlog-store-", name_path=True) as f:
-            f.write(data)
+    ui.write_output(args.out, data)
     return EXIT_OK
 
 

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from store.api import JournalStore
 from store.open import open_store
 from store.publish import DEFAULT_TIMEOUT
-from tlog.cli.files import input_name, read_input, read_key_file
-from tlog.cli.run import Verb, utf8_arg
+from tlog.cli.files import input_name, is_stdin, output_file, read_input, read_key_file
+from tlog.cli.run import Verb, utf8_arg, write_stdout
 from tlog.encoding import parse_decimal
 from tlog.errors import MalformedError, UsageError
 from tlog.journal import check_run_id, check_tenant
@@ -122,6 +122,16 @@ def open_store_of(args: argparse.Namespace, *, key: bool = False) -> JournalStor
         raise UsageError(f"{db} is a directory, not a store file")
     signer = read_existing_log_key(key_path(args, db)) if key else None
     return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
+
+
+def write_output(path: str, data: bytes) -> None:
+    """``data`` to standard output (``-``) or atomically to the file ``path`` (a proof, a
+    receipt): never a truncated file that looks complete."""
+    if is_stdin(path):
+        write_stdout(data)
+        return
+    with output_file(path, ".tlog-store-", name_path=True) as f:
+        f.write(data)
 
 
 def parse_tenant(args: argparse.Namespace) -> str:

@@ -18,7 +18,8 @@ import store.cli
 import verifier.cli
 from store.open import init_store, open_store
 from tests import clirunner
-from tests.witness.test_client import ServerThread, start_witness
+from tests.servers import ServerThread
+from tests.witness.test_client import start_witness
 from tlog.checkpoint import Checkpoint
 from tlog.inbox import make_event
 from tlog.keys import generate_key
