@@ -141,9 +141,12 @@ class Inbox:
         return self._store._now(tx)
 
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        # The parts are joined by U+001F: no tenant, kind, namespace or value holds a control
+        # character, so the name is unambiguous — and not by NUL, which PostgreSQL's text
+        # (the advisory lock's name is hashed as text) refuses.
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
-                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
             )
 
     # --- reading rows --------------------------------------------------------------------------
