@@ -32,6 +32,11 @@ Mode ``race`` (``args``: ``at``, a wall-clock start time shared by all racers, a
     ``buffer``: :meth:`Inbox.buffer` with ``match=True``; ``split``: ``match=False``, then
     :meth:`Inbox.match`. A line ``{"t": "event", "source", "id", "via", "position",
     "duplicate", "matched": [run, effect] | null}``.
+``{"t": "events", "events": [{source, id, kind, keys, payload}, …], "via": "batch"}``
+    :meth:`Inbox.buffer_many` with ``match=True``: a line as above per event.
+
+Each line also carries ``t0`` and ``t1``, the wall-clock times the op began and returned (the
+test counts ops of different racers that overlapped).
 
 then ``{"done": true}``. An error is a line ``{"error": class, "message": text, "op": op}``
 (and the racer goes on).
@@ -112,53 +117,73 @@ def error_line(e: BaseException, **extra: Any) -> Json:
 # --- race mode -----------------------------------------------------------------------------------
 
 
+def race_wait(inbox: Inbox, op: Json) -> list[Json]:
+    """A ``wait`` op of the race (module docstring)."""
+    w = make_wait(op["run"], op["effect"], op["kind"], op["keys"])
+    by = None
+    got = None
+    if op["via"] == "claim":
+        got = inbox.claim(w)
+        by = "claim" if got is not None else None
+    if got is None:
+        got = inbox.wait(w)
+        by = "wait" if got is not None else None
+    return [
+        {
+            "t": "wait",
+            "run": op["run"],
+            "effect": op["effect"],
+            "via": op["via"],
+            "claimed": None if got is None else [got.event.source, got.event.id],
+            "recovered": False if got is None else got.recovered,
+            "by": by,
+        }
+    ]
+
+
+def race_events(inbox: Inbox, op: Json) -> list[Json]:
+    """An ``event`` or ``events`` op of the race (module docstring)."""
+    specs = op["events"] if op["t"] == "events" else [op]
+    events = [make_event(x["source"], x["id"], x["kind"], x["keys"], x["payload"]) for x in specs]
+    via = op["via"]
+    if via == "batch":
+        got = inbox.buffer_many(events, match=True)
+    else:
+        got = [inbox.buffer(events[0], match=via == "buffer")]
+    out = []
+    for e, b in zip(events, got, strict=True):
+        matched = b.matched
+        if via == "split" and not b.duplicate:
+            matched = inbox.match(e.source, e.id)
+        out.append(
+            {
+                "t": "event",
+                "source": e.source,
+                "id": e.id,
+                "via": via,
+                "position": b.position,
+                "duplicate": b.duplicate,
+                "matched": None if matched is None else [matched.run, matched.effect_key],
+            }
+        )
+    return out
+
+
 def race(store: JournalStore, out: Out, args: Json) -> None:
     """The ``race`` mode (module docstring)."""
     inbox = inbox_of(store)
     ops: list[Json] = args["ops"]
     wait_until(args["at"])
     for op in ops:
+        t0 = time.time()
         try:
-            if op["t"] == "wait":
-                w = make_wait(op["run"], op["effect"], op["kind"], op["keys"])
-                by = None
-                got = None
-                if op["via"] == "claim":
-                    got = inbox.claim(w)
-                    by = "claim" if got is not None else None
-                if got is None:
-                    got = inbox.wait(w)
-                    by = "wait" if got is not None else None
-                out.emit(
-                    {
-                        "t": "wait",
-                        "run": op["run"],
-                        "effect": op["effect"],
-                        "via": op["via"],
-                        "claimed": None if got is None else [got.event.source, got.event.id],
-                        "recovered": False if got is None else got.recovered,
-                        "by": by,
-                    }
-                )
-            else:
-                e = make_event(op["source"], op["id"], op["kind"], op["keys"], op["payload"])
-                b = inbox.buffer(e, match=op["via"] == "buffer")
-                matched = b.matched
-                if op["via"] == "split" and not b.duplicate:
-                    matched = inbox.match(e.source, e.id)
-                out.emit(
-                    {
-                        "t": "event",
-                        "source": e.source,
-                        "id": e.id,
-                        "via": op["via"],
-                        "position": b.position,
-                        "duplicate": b.duplicate,
-                        "matched": None if matched is None else [matched.run, matched.effect_key],
-                    }
-                )
+            lines = race_wait(inbox, op) if op["t"] == "wait" else race_events(inbox, op)
         except TlogError as e:
             out.emit(error_line(e, op=op))
+            continue
+        t1 = time.time()
+        for x in lines:
+            out.emit({**x, "t0": t0, "t1": t1})
     out.emit({"done": True})
 
 

@@ -78,7 +78,7 @@ ZYGOTE = Path(__file__).resolve().parent / "inbox_worker.py"
 Json = dict[str, Any]
 EventId = tuple[str, str]
 
-RACERS = 4
+RACERS = 5
 """Processes racing in each round."""
 
 KILLS = 50
@@ -301,15 +301,18 @@ class Shape:
 
 
 SHAPES = [
-    Shape("N<M", 6, 15, True),
-    Shape("N>M", 15, 6, True),
-    Shape("N=M", 10, 10, True),
-    Shape("N=M pool", 10, 10, False),
+    Shape("N<M", 10, 24, True),
+    Shape("N>M", 24, 10, True),
+    Shape("N=M", 18, 18, True),
+    Shape("N=M pool", 18, 18, False),
 ]
 ROUNDS = 2
 """Rounds of each shape."""
 RESENT = 3
 """Events of each round that a second process buffers again (a sender's retry)."""
+FOREIGN = 2
+"""Events of each round of a kind nobody waits for, on the round's keys: never claimed."""
+FOREIGN_KIND = "shipped"
 
 
 def race_ops(rnd: int, shape: Shape, rng: random.Random) -> tuple[list[list[Json]], list[Wait]]:
@@ -317,10 +320,12 @@ def race_ops(rnd: int, shape: Shape, rng: random.Random) -> tuple[list[list[Json
     pool = [("order", f"{rnd}-{c}") for c in "PQRS"]
     common = ("order", f"{rnd}-common")
 
-    def keys() -> list[tuple[str, str]]:
+    def keys() -> list[list[str]]:
         if shape.common:
-            return [common, *rng.sample(pool[:3], rng.randint(0, 2))]
-        return rng.sample(pool, rng.randint(1, 2))
+            chosen = [common, *rng.sample(pool[:3], rng.randint(0, 2))]
+        else:
+            chosen = rng.sample(pool, rng.randint(1, 2))
+        return [list(k) for k in chosen]
 
     ops: list[Json] = []
     waits = []
@@ -330,20 +335,34 @@ def race_ops(rnd: int, shape: Shape, rng: random.Random) -> tuple[list[list[Json
         via = "claim" if rng.random() < 0.3 else "wait"
         ops.append({"t": "wait", "run": w.run, "effect": w.effect_key, "kind": w.kind,
                     "keys": [list(k) for k in w.keys], "via": via})  # fmt: skip
-    events = []
-    for j in range(shape.events):
-        via = "split" if rng.random() < 0.3 else "buffer"
-        events.append({"t": "event", "source": rng.choice(["bank", "shop"]), "id": f"{rnd}-e{j}",
-                       "kind": WAITED_KIND, "keys": [list(k) for k in keys()],
-                       "payload": {"round": rnd, "j": j}, "via": via})  # fmt: skip
-    ops.extend(events)
+    specs: list[Json] = []
+    for j in range(shape.events + FOREIGN):
+        kind = WAITED_KIND if j < shape.events else FOREIGN_KIND
+        source = rng.choice(["bank", "shop"])
+        specs.append({"source": source, "id": f"{rnd}-e{j}", "kind": kind, "keys": keys(),
+                      "payload": {"round": rnd, "j": j}})  # fmt: skip
+    rng.shuffle(specs)
+    home: dict[str, Json] = {}  # event id -> the op that carries it
+    j = 0
+    while j < len(specs):
+        r = rng.random()
+        carried = specs[j : j + (rng.randint(2, 3) if r < 0.15 else 1)]
+        op: Json = (
+            {"t": "events", "events": carried, "via": "batch"}
+            if len(carried) > 1
+            else {"t": "event", **carried[0], "via": "split" if r < 0.4 else "buffer"}
+        )
+        for e in carried:
+            home[e["id"]] = op
+        j += len(carried)
+        ops.append(op)
     rng.shuffle(ops)
     per: list[list[Json]] = [ops[i::RACERS] for i in range(RACERS)]
-    for e in rng.sample(events, RESENT):
+    for e in rng.sample(specs, RESENT):
         # A retry of the same event, by a process other than the one that sends it first.
-        home = next(i for i, p in enumerate(per) if e in p)
-        other = per[(home + 1 + rng.randrange(RACERS - 1)) % RACERS]
-        other.insert(rng.randrange(len(other) + 1), {**e, "via": "buffer"})
+        first = next(i for i, p in enumerate(per) if any(op is home[e["id"]] for op in p))
+        other = per[(first + 1 + rng.randrange(RACERS - 1)) % RACERS]
+        other.insert(rng.randrange(len(other) + 1), {"t": "event", **e, "via": "buffer"})
     return per, waits
 
 
@@ -353,6 +372,20 @@ class RaceTally:
     paths: Counter[str] = field(default_factory=Counter)
     matched: list[str] = field(default_factory=list)
     ready_late: int = 0
+    overlaps: int = 0
+    """Pairs of ops of two racers that ran at the same time."""
+
+
+def overlapping(per: list[list[Json]]) -> int:
+    """Pairs of ops of different racers whose [t0, t1] intervals overlap."""
+    spans = sorted((x["t0"], x["t1"], i) for i, lines in enumerate(per) for x in lines if "t0" in x)
+    n = 0
+    for a, (_, t1, i) in enumerate(spans):
+        for u0, _, k in spans[a + 1 :]:
+            if u0 > t1:
+                break
+            n += i != k
+    return n
 
 
 def check_race_round(
@@ -389,10 +422,12 @@ def check_race_round(
                 run, effect = x["matched"]
                 claimed(eid, run, effect, f"event via {x['via']}")
     assert all(n == 1 for n in first_arrivals.values()), first_arrivals
-    assert len(first_arrivals) == shape.events, "a resent event was not a duplicate"
+    assert len(first_arrivals) == shape.events + FOREIGN, "a resent event was not a duplicate"
 
     events = [ev for ev in all_events(store) if ev.id.startswith(f"{rnd}-")]
-    assert len(events) == shape.events
+    assert len(events) == shape.events + FOREIGN
+    foreign = [ev for ev in events if ev.kind == FOREIGN_KIND]
+    assert len(foreign) == FOREIGN and all(ev.state == "live" for ev in foreign), foreign
     table = {(ev.source, ev.id): ev for ev in events}
     assert set(table) == set(first_arrivals)
     # The table agrees with the return values: every claimed event was returned to the run
@@ -441,7 +476,7 @@ def test_claim_race_resumes_each_run_and_event_at_most_once(
         for _ in range(ROUNDS):
             for shape in SHAPES:
                 per, waits = race_ops(rnd, shape, rng)
-                at = time.time() + 0.3
+                at = time.time() + 0.5
                 children = [
                     z.spawn("race", f"race-{rnd}-{i}", {"at": at, "ops": ops})
                     for i, ops in enumerate(per)
@@ -452,6 +487,7 @@ def test_claim_race_resumes_each_run_and_event_at_most_once(
                     ready = c.lines[0]
                     tally.ready_late += ready["ready"] > at
                     replies.extend(c.lines[1:])
+                tally.overlaps += overlapping([c.lines for c in children])
                 check_race_round(store, rnd, shape, waits, replies, tally)
                 tally.rounds += 1
                 rnd += 1
@@ -463,13 +499,16 @@ def test_claim_race_resumes_each_run_and_event_at_most_once(
         f"inbox race {db.name}: {tally.rounds} rounds x {RACERS} processes, shapes"
         f" {[s.name for s in SHAPES]}, matched {tally.matched}, claims by path"
         f" {dict(sorted(tally.paths.items()))}, {len(events)} events, {len(waits)} waits left,"
+        f" {tally.overlaps} pairs of ops of two racers overlapping in time,"
         f" {tally.ready_late} late starters, {time.monotonic() - started:.1f} s"
     )
     record_property("summary", summary)
     print(summary)
-    # Both directions happened: events claimed on arrival and waits claiming buffered events.
+    # Both directions happened, at once: events claimed on arrival and waits claiming
+    # buffered events, by racers whose operations overlapped.
     assert any(p.startswith("event") for p in tally.paths), summary
     assert any(p.startswith("wait") for p in tally.paths), summary
+    assert tally.overlaps >= tally.rounds * RACERS, summary
 
 
 # --- crash safety --------------------------------------------------------------------------------
