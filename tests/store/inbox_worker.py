@@ -22,7 +22,8 @@ and a SIGKILL never tears a line. Its first line is ``{"ready": time, "pid": os 
 it looks at the store after a kill: a COMMIT the killed child had sent may still land).
 
 Mode ``race`` (``args``: ``at``, a wall-clock start time shared by all racers, and ``ops``): at
-``at``, run ``ops`` in order as fast as possible; each op is one of
+``at``, run ``ops`` in order as fast as possible (an op with its own ``at`` waits for that
+instant first); each op is one of
 
 ``{"t": "wait", "run", "effect", "kind", "keys", "via": "wait" | "claim"}``
     ``wait``: :meth:`Inbox.wait`; ``claim``: :meth:`Inbox.claim`, then, when nothing was
@@ -175,6 +176,7 @@ def race(store: JournalStore, out: Out, args: Json) -> None:
     ops: list[Json] = args["ops"]
     wait_until(args["at"])
     for op in ops:
+        wait_until(op.get("at"))
         t0 = time.time()
         try:
             lines = race_wait(inbox, op) if op["t"] == "wait" else race_events(inbox, op)
