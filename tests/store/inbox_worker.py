@@ -59,9 +59,11 @@ import signal
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from store.api import Append, JournalStore
+from store.errors import LeaseHeldError
 from store.inbox import Wait, make_wait
 from store.inbox.core import Inbox
 from store.open import open_store
@@ -222,6 +224,7 @@ class InboxWriter:
     Acknowledgements (after the operation returned)::
 
         {"op": "acquired", "run", "epoch", "takeover"}
+        {"op": "busy", "run"}               (another writer acquired the run first)
         {"op": "buffered", "source", "id", "position", "sha", "duplicate", "matched": run|null}
         {"op": "matched", "source", "id", "run": run|null}
         {"op": "claimed", "run", "event": [source, id]|null, "recovered", "via"}
@@ -260,7 +263,12 @@ class InboxWriter:
             run = f"{self.prefix}-r{self.next_run}"
             self.next_run += 1
         self.begin("acquire", run=run)
-        lease = self.store.acquire(run, self.owner, self.ttl)
+        try:
+            lease = self.store.acquire(run, self.owner, self.ttl)
+        except LeaseHeldError:
+            # Another writer took it over first.
+            self.out.emit({"op": "busy", "run": run})
+            return
         self.active[run] = lease.epoch
         self.out.emit({"op": "acquired", "run": run, "epoch": lease.epoch, "takeover": takeover})
 
@@ -386,6 +394,26 @@ class InboxWriter:
 # --- the zygote ----------------------------------------------------------------------------------
 
 
+def report_retries(out: Out) -> None:
+    """Make every transaction the engine re-runs after a retryable error (on PostgreSQL a
+    deadlock or a serialization failure: :meth:`Dialect.retryable`) write a line ``{"retry":
+    class, "message": text}``, so that the test sees them — a retry is invisible otherwise."""
+    from store.db.engine import Dialect
+
+    def noted(original: Callable[[Dialect, Exception], bool]) -> Callable[..., bool]:
+        def retryable(self: Dialect, exc: Exception) -> bool:
+            again = original(self, exc)
+            if again:
+                out.emit({"retry": type(exc).__name__, "message": str(exc)[:300]})
+            return again
+
+        return retryable
+
+    for cls in Dialect.__subclasses__():
+        if "retryable" in vars(cls):
+            cls.retryable = noted(vars(cls)["retryable"])  # type: ignore[method-assign]
+
+
 def child(opts: argparse.Namespace, mode: str, out_path: str, args: Json) -> None:
     """A forked child's life (never returns)."""
     status = 0
@@ -394,6 +422,7 @@ def child(opts: argparse.Namespace, mode: str, out_path: str, args: Json) -> Non
         clock = FileClock(opts.clock_file)
         with open(opts.key_file, encoding="utf-8") as f:
             key = parse_signer_key(f.read())
+        report_retries(out)
         store = open_store(db=opts.db, postgres=opts.postgres, key=key, clock=clock)
         out.emit({"ready": time.time(), "pid": os.getpid(), "backend": backend_pid(store)})
         try:
@@ -442,6 +471,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--clock-file", required=True)
     p.add_argument("--key-file", required=True)
     opts = p.parse_args(argv)
+    if opts.postgres:
+        import store.db.postgres  # noqa: F401 - once here, not in every child; report_retries
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the test ends it (EOF), not a Ctrl-C
     zygote(opts)
     return 0

@@ -82,7 +82,9 @@ RACERS = 5
 """Processes racing in each round."""
 
 KILLS = 50
-"""SIGKILLs of the crash writer per backend."""
+"""Kill cycles per backend (each kills :data:`WRITERS` writers)."""
+WRITERS = 2
+"""Crash writers working on the store at once in each cycle."""
 
 
 # --- the zygote and its children -----------------------------------------------------------------
@@ -403,7 +405,7 @@ def check_race_round(
     tally: RaceTally,
 ) -> None:  # fmt: skip
     """The invariants of one slot (module docstring), from the ``replies`` of its ops."""
-    errors = [x for x in replies if "error" in x]
+    errors = [x for x in replies if "error" in x or "retry" in x]
     assert not errors, errors
     replies = [
         x for x in replies
@@ -551,6 +553,8 @@ class Ledger:
     mid_write: int = 0
     takeovers: int = 0
     acks: int = 0
+    retries: int = 0
+    retry_kinds: Counter[str] = field(default_factory=Counter)
 
 
 WRITES = {"buffer", "match", "wait", "claim", "deliver", "unsubscribe", "conclude", "sign",
@@ -564,14 +568,21 @@ KILL_MODES = ["early", "buffer", "wait", "deliver", "random", "unsubscribe", "bu
 after its first acknowledgement."""
 
 
-def kill_cycle(z: Zygote, cycle: int, rng: random.Random) -> Child:
+def kill_cycle(z: Zygote, cycle: int, rng: random.Random) -> list[Child]:
+    """Start :data:`WRITERS` writers on the store at once; kill the first by the cycle's
+    schedule (:data:`KILL_MODES`) and each other one 0-50 ms after the one before."""
     mode = KILL_MODES[cycle % len(KILL_MODES)]
-    c = z.spawn(
-        "crash",
-        f"crash-{cycle}",
-        {"prefix": f"c{cycle}", "seed": cycle, "ttl": 1, "max_seconds": 30},
-    )
-    assert c.wait_for(lambda x: "ready" in x, 30), "the writer never got ready"
+    children = [
+        z.spawn(
+            "crash",
+            f"crash-{cycle}-{i}",
+            {"prefix": f"c{cycle}w{i}", "seed": cycle * WRITERS + i, "ttl": 1, "max_seconds": 30},
+        )
+        for i in range(WRITERS)
+    ]
+    for c in children:
+        assert c.wait_for(lambda x: "ready" in x, 30), "a writer never got ready"
+    c = children[0]
     acked = lambda x: x.get("op") not in (None, "begin")  # noqa: E731
     if mode == "early":
         time.sleep(rng.uniform(0, 0.1))
@@ -582,9 +593,12 @@ def kill_cycle(z: Zygote, cycle: int, rng: random.Random) -> Child:
         c.wait_for(acked, 10)
         c.wait_for(lambda x: x.get("op") == "begin" and x.get("what") == mode, 3)
         time.sleep(rng.uniform(0, 0.003))
-    status = c.kill()
-    assert status["signal"] == signal.SIGKILL, (status, c.lines[-3:])
-    return c
+    for i, c in enumerate(children):
+        if i:
+            time.sleep(rng.uniform(0, 0.05))
+        status = c.kill()
+        assert status["signal"] == signal.SIGKILL, (status, c.lines[-3:])
+    return children
 
 
 def fate(store: JournalStore, last: Json) -> str | None:
@@ -615,7 +629,11 @@ def absorb(led: Ledger, lines: list[Json]) -> set[str]:
     for x in lines:
         op = x.get("op")
         if op is None:
-            assert "ready" in x, x
+            if "retry" in x:
+                led.retries += 1
+                led.retry_kinds[x["retry"]] += 1
+            else:
+                assert "ready" in x, x
             continue
         if op == "begin":
             if x["what"] == "erase":
@@ -758,34 +776,40 @@ def test_inbox_writer_killed_at_random_loses_nothing_acknowledged(
     with db.open() as store, zygote(db) as z:
         inbox_of(store).sweep(0)  # creates the inbox's tables
         for cycle in range(KILLS):
-            c = kill_cycle(z, cycle, rng)
-            settle(store, c.lines[0].get("backend"))
-            acks = [x for x in c.lines if x.get("op") not in (None, "begin")]
-            last = c.lines[-1]
-            doing = last["what"] if last.get("op") == "begin" else "between"
-            led.kills[doing] += 1
-            led.after_ack += bool(acks)
-            led.mid_write += doing in WRITES and bool(acks)
-            f = fate(store, last)
-            if f is not None:
-                led.fates[f] += 1
-            touched = absorb(led, c.lines)
+            children = kill_cycle(z, cycle, rng)
+            for c in children:
+                settle(store, c.lines[0].get("backend"))
+            touched: set[str] = set()
+            for c in children:
+                acks = [x for x in c.lines if x.get("op") not in (None, "begin")]
+                last = c.lines[-1]
+                doing = last["what"] if last.get("op") == "begin" else "between"
+                led.kills[doing] += 1
+                led.after_ack += bool(acks)
+                led.mid_write += doing in WRITES and bool(acks)
+                f = fate(store, last)
+                if f is not None:
+                    led.fates[f] += 1
+                touched |= absorb(led, c.lines)
             check_store(store, db, led, touched)
-            db.clock.advance(2)  # the killed writer's leases lapse: its runs are abandoned
+            db.clock.advance(2)  # the killed writers' leases lapse: their runs are abandoned
         check_store(store, db, led, led.runs)
         counts = inbox_of(store).counts()
     summary = (
-        f"inbox crash {db.name}: {KILLS} kills ({led.after_ack} after an acknowledgement,"
+        f"inbox crash {db.name}: {KILLS} cycles of {WRITERS} writers, {sum(led.kills.values())}"
+        f" kills ({led.after_ack} after an acknowledgement,"
         f" {led.mid_write} inside a write; by operation {dict(sorted(led.kills.items()))};"
         f" interrupted writes {dict(sorted(led.fates.items()))}), {led.acks} acknowledgements,"
         f" {len(led.buffered)} buffers, {len(led.claims)} claims, {len(led.delivered)}"
         f" deliveries acknowledged, {len(led.runs)} runs ({led.takeovers} takeovers),"
         f" {len(led.kept)} kept checkpoints, {len(led.erase_intent)} erasures announced,"
+        f" {led.retries} transactions re-run after {dict(led.retry_kinds)},"
         f" final {counts}, {time.monotonic() - started:.1f} s"
     )
     record_property("summary", summary)
     print(summary)
-    assert led.after_ack >= KILLS * 3 // 4, summary
+    assert sum(led.kills.values()) == KILLS * WRITERS >= 50, summary
+    assert led.after_ack >= KILLS * WRITERS * 3 // 4, summary
     assert led.mid_write >= 5, summary
     assert any(k.endswith("landed") for k in led.fates), summary
     assert len(led.delivered) >= 5 and led.takeovers >= 5, summary
