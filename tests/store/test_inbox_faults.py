@@ -749,6 +749,17 @@ def check_store(store: JournalStore, db: Db, led: Ledger, runs: set[str]) -> Non
     led.kept = kept
 
 
+def check_reachable(store: JournalStore) -> None:
+    """Nothing is claimed-but-unreachable: every event held claimed (its delivery not let go)
+    and every registered wait belongs to a run that a writer will take over (abandoned: its
+    lease lapsed), never to one that was released."""
+    abandoned = set(store.abandoned_runs(10_000))
+    held = {ev.claimed_by for ev in all_events(store) if ev.held}
+    waiting = {w.run for w in all_waits(store)}
+    assert held <= abandoned, f"held by runs nobody will resume: {held - abandoned}"
+    assert waiting <= abandoned, f"waits of runs nobody will resume: {waiting - abandoned}"
+
+
 def store_wait(w: Wait) -> Wait:
     """The registered wait as its run made it (the crash writer derives it from the run)."""
     want = wait_of(w.run)
@@ -794,6 +805,7 @@ def test_inbox_writer_killed_at_random_loses_nothing_acknowledged(
             check_store(store, db, led, touched)
             db.clock.advance(2)  # the killed writers' leases lapse: their runs are abandoned
         check_store(store, db, led, led.runs)
+        check_reachable(store)
         counts = inbox_of(store).counts()
     summary = (
         f"inbox crash {db.name}: {KILLS} cycles of {WRITERS} writers, {sum(led.kills.values())}"
