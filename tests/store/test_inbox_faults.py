@@ -68,6 +68,7 @@ from tests.store.inbox_worker import WAITED_KIND, delivered_records, inbox_of, w
 from tests.store.test_faults import Db
 from tlog.checkpoint import open_checkpoint
 from tlog.encoding import b64encode
+from tlog.inbox import make_event
 from tlog.journal import canonical_json
 from tlog.keys import parse_vkey
 from tlog.merkle import EMPTY_ROOT, MemoryHashStore, leaf_hash, verify_consistency
@@ -825,3 +826,30 @@ def test_inbox_writer_killed_at_random_loses_nothing_acknowledged(
     assert led.mid_write >= 5, summary
     assert any(k.endswith("landed") for k in led.fates), summary
     assert len(led.delivered) >= 5 and led.takeovers >= 5, summary
+
+
+# --- a known gap ---------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="crash recovery of a claim is per run, not per wait: a run's second wait is handed"
+    " the event claimed for its first (the claiming effect key is not stored with the claim)",
+)
+def test_one_event_never_resumes_two_waits_of_one_run(backend: Any, tmp_path: Path) -> None:
+    """Run R waits twice on one key (effects A and B, e.g. two parallel steps). Event e1
+    arrives and is claimed for A (A's wait retired); e2 should then be B's. Today ``wait(B)``
+    returns e1 as ``recovered`` (the run holds it and it fits B's kind and keys) and retires B,
+    so e1 resumes both waits and e2 stays live beside a run that waits for it."""
+    db = Db.create(backend, tmp_path)
+    with db.open() as store:
+        inbox = inbox_of(store)
+        a = make_wait("R", "fx-a", WAITED_KIND, [("order", "1")])
+        b = make_wait("R", "fx-b", WAITED_KIND, [("order", "1")])
+        assert inbox.wait(a) is None and inbox.wait(b) is None
+        e1 = inbox.buffer(make_event("bank", "e1", WAITED_KIND, [("order", "1")], 1))
+        assert e1.matched is not None and e1.matched.effect_key == "fx-a"
+        again = inbox.wait(b)  # B retries its wait (say, its step was re-run)
+        assert again is None, f"wait B was handed A's event: {again}"
+        e2 = inbox.buffer(make_event("bank", "e2", WAITED_KIND, [("order", "1")], 2))
+        assert e2.matched is not None and e2.matched.effect_key == "fx-b"
