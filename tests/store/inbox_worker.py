@@ -19,7 +19,9 @@ A child writes one JSON object per line to its ``out`` file, each with one ``os.
 ``O_APPEND`` descriptor *after* the operation it reports returned, so a line reports a commit
 and a SIGKILL never tears a line. Its first line is ``{"ready": time, "pid": os pid,
 "backend": PostgreSQL backend pid | null}`` (the test waits for that backend to be gone before
-it looks at the store after a kill: a COMMIT the killed child had sent may still land).
+it looks at the store after a kill: a COMMIT the killed child had sent may still land). A
+transaction the engine re-runs after a retryable error (on PostgreSQL a deadlock) is reported
+by a line ``{"retry": class, "message": text}`` (:func:`report_retries`).
 
 Mode ``race`` (``args``: ``at``, a wall-clock start time shared by all racers, and ``ops``): at
 ``at``, run ``ops`` in order as fast as possible (an op with its own ``at`` waits for that
