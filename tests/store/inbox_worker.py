@@ -252,6 +252,13 @@ class InboxWriter:
         self.next_event = 0
         self.mine: list[tuple[str, str]] = []
 
+    def linger(self) -> None:
+        """Sometimes pause up to 2 ms between a commit and its acknowledgement: the window in
+        which a kill leaves a write landed but unacknowledged, which is otherwise a few
+        microseconds wide and rarely hit."""
+        if self.rng.random() < 0.3:
+            time.sleep(self.rng.uniform(0, 0.002))
+
     def begin(self, what: str, **fields: Any) -> None:
         self.out.emit({"op": "begin", "what": what, **fields})
 
@@ -292,6 +299,7 @@ class InboxWriter:
         split = self.rng.random() < 0.2
         self.begin("buffer", source=e.source, id=e.id, match=not split)
         b = self.inbox.buffer(e, match=not split)
+        self.linger()
         self.mine.append((e.source, e.id))
         self.out.emit(
             {
@@ -343,6 +351,7 @@ class InboxWriter:
             return
         self.begin("deliver", run=run, source=got.event.source, id=got.event.id)
         rec = self.inbox.journal_delivery(run, epoch, got.event.source, got.event.id)
+        self.linger()
         self.out.emit(
             {
                 "op": "delivered",
