@@ -339,10 +339,12 @@ def _drive(items: Iterator[ExportItem], audit: _Audit, *, stop_at_runs: bool) ->
             audit.on_run(item)
         elif isinstance(item, RecordItem):
             audit.on_record(item)
-        else:
+        elif isinstance(item, EndItem):
             audit.finish_prefix(item.line)
             audit.end = item
             return True
+        else:  # the inbox section (a file without runs reaches it in the prefix)
+            audit.finish_prefix(item.line)
     raise AssertionError("read_export ends with the end item")  # pragma: no cover
 
 

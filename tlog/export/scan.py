@@ -92,12 +92,16 @@ def expect(lines: Lines, what: str) -> tuple[int, bytes]:
 class StreamLines:
     """LF-terminated lines of a byte stream, counted and hashed, with one line of push-back."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, *, offset: int = 0, lineno: int = 0) -> None:
         self._stream = stream
         self._digest = hashlib.sha256()
         self.before_end: bytes | None = None
-        """SHA-256 of the bytes before the last line read that starts with ``end ``."""
-        self.lineno = 0  # the number of the last line read
+        """SHA-256 of the bytes read before the last line read that starts with ``end ``."""
+        self.lineno = lineno  # the number of the last line read
+        self.offset = offset
+        """The file offset of the next byte to read (``offset``: that of the stream's start)."""
+        self.end_offset: int | None = None
+        """The file offset of the last line read that starts with ``end ``."""
         self._back: tuple[int, bytes] | None = None
 
     def next(self) -> tuple[int, bytes] | None:
@@ -113,7 +117,9 @@ class StreamLines:
             raise line_error(self.lineno, len(data))
         if data.startswith(b"end "):
             self.before_end = self._digest.digest()
+            self.end_offset = self.offset
         self._digest.update(data)
+        self.offset += len(data)
         return self.lineno, data[:-1]
 
     def push_back(self, item: tuple[int, bytes]) -> None:
@@ -134,6 +140,7 @@ class StreamLines:
             need -= len(chunk)
         note = b"".join(parts)
         self._digest.update(note)
+        self.offset += size
         if not note.endswith(b"\n"):
             raise ExportFormatError(line, f"checkpoint of {size} bytes does not end in LF")
         self.lineno += note.count(b"\n")
