@@ -141,9 +141,11 @@ class Inbox:
         return self._store._now(tx)
 
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        # Parts joined by U+001F, a control character no part can hold (PostgreSQL text can
+        # hold no NUL: the lock name is text there).
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
-                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
             )
 
     # --- reading rows --------------------------------------------------------------------------
