@@ -15,7 +15,10 @@ Export (:func:`export_store`) streams one tenant, in the format's canonical orde
    (:meth:`JournalStore.read_page`, paged);
 4. the unsealed runs by run ID (:meth:`JournalStore.runs`, paged; a run sealed at a position
    already written is skipped), each with the records it has when it is listed;
-5. the end line; the digest is returned.
+5. unless the tenant's inbox is empty, the inbox section (docs/export-format.md §4.7), read in
+   one read transaction (:func:`store.inbox.transfer.read_inbox`); its witnesses (those the
+   inbox log remembers) are declared in the header with the log's;
+6. the end line; the digest is returned.
 
 Memory: a page of records (:data:`PAGE`) at a time, and the list of kept checkpoint notes (the
 contract returns it whole; there are few); never the journal. The export reads the store in
@@ -71,6 +74,11 @@ store holds exactly the exported signatures (and none on unsigned records). The 
 their shape only; that they verify was checked in both passes against the header's record keys,
 and the store's own hash of each record is compared with the exported one, which is what the
 signature signs.
+
+The inbox section, if any, is restored after the runs into the tenant's inbox, which must be
+empty (:mod:`store.inbox.transfer`: events with all their fields, the inbox log's hashes, match
+rows, waits, the wait counter; the inbox checkpoints are kept as the inbox log reaches them);
+the rebuilt inbox log must have the exported size and root, and the inbox its counts.
 
 What an export does not carry, and a restore therefore does not rebuild: leases (a restored run
 has no lease row; the next :meth:`~JournalStore.acquire` gives an epoch above every epoch its
