@@ -55,7 +55,9 @@ from tlog.inbox import make_event
 from tlog.journal import chain_hash
 from tlog.keys import format_vkey, generate_key
 from tlog.note import Signature, add_signatures, parse_note
+from tlog.policy import Policy
 from tlog.proof import TlogProof
+from verifier.export import verify_export_file
 from verifier.parallel import verify_export_parallel
 
 ORIGIN = "example.com/journal"
@@ -479,3 +481,20 @@ def test_the_inbox_log_is_the_entries_tree(exported: bytes) -> None:
     tree.extend(entries)
     s = verify_export(io.BytesIO(exported))
     assert s.inbox is not None and s.inbox.root == tree.root()
+
+
+def test_the_auditor_report_gives_the_inbox_accounting(exported: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "inbox.export"
+    path.write_bytes(exported)
+    header = read_export(io.BytesIO(exported))
+    log_vkey = next(header).header.log_key  # type: ignore[union-attr]
+    policy = Policy.parse(f"log {log_vkey}\nquorum none\n".encode())
+    for floor in (0, 1 << 30):  # chunked (parallel code) and streaming
+        report = verify_export_file(str(path), policy=policy, parallel_min_bytes=floor)
+        out = report.to_json()
+        assert out["status"] == 0, out
+        assert out["facts"]["inbox"]["size"] == 7
+        assert (out["facts"]["inbox"]["live"], out["facts"]["inbox"]["claimed"]) == (2, 3)
+        names = [c["id"] for c in out["checks"]]
+        assert {"inbox-log", "inbox-accounting", "inbox-deliveries"} <= set(names)
+        assert any("signed by nothing" in n for n in out["notes"])
