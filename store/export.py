@@ -15,7 +15,10 @@ Export (:func:`export_store`) streams one tenant, in the format's canonical orde
    (:meth:`JournalStore.read_page`, paged);
 4. the unsealed runs by run ID (:meth:`JournalStore.runs`, paged; a run sealed at a position
    already written is skipped), each with the records it has when it is listed;
-5. the end line; the digest is returned.
+5. unless the tenant's inbox is empty, the inbox section (docs/export-format.md §4.7), read in
+   one read transaction (:func:`store.inbox.transfer.read_inbox`); its witnesses (those the
+   inbox log remembers) are declared in the header with the log's;
+6. the end line; the digest is returned.
 
 Memory: a page of records (:data:`PAGE`) at a time, and the list of kept checkpoint notes (the
 contract returns it whole; there are few); never the journal. The export reads the store in
@@ -72,6 +75,11 @@ their shape only; that they verify was checked in both passes against the header
 and the store's own hash of each record is compared with the exported one, which is what the
 signature signs.
 
+The inbox section, if any, is restored after the runs into the tenant's inbox, which must be
+empty (:mod:`store.inbox.transfer`: events with all their fields, the inbox log's hashes, match
+rows, waits, the wait counter; the inbox checkpoints are kept as the inbox log reaches them);
+the rebuilt inbox log must have the exported size and root, and the inbox its counts.
+
 What an export does not carry, and a restore therefore does not rebuild: leases (a restored run
 has no lease row; the next :meth:`~JournalStore.acquire` gives an epoch above every epoch its
 records carry), cancellation requests, and the times of the activity index (they become the
@@ -84,25 +92,37 @@ import os
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import Append, JournalStore, Seal, declared_keys
 from store.errors import CorruptError, StoreError
+from store.inbox import transfer
+from store.inbox.values import StoredEvent, Wait
 from tlog.checkpoint import Checkpoint
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.export import (
     CheckpointItem,
     EndItem,
+    EventItem,
     ExportHeader,
     ExportVerifier,
     ExportWriter,
+    InboxCheckpointItem,
+    InboxItem,
+    InboxSummary,
     RecordItem,
     RunItem,
+    WaitItem,
     verify_export,
 )
-from tlog.journal import RecordSignature
+from tlog.export.inbox import DELIVERED_TEXT
+from tlog.inbox import KIND_EVENT_DELIVERED, inbox_origin
+from tlog.journal import RecordSignature, canonical_json, parse_canonical_json
 from tlog.keys import cosigner_from_vkey, parse_vkey
-from tlog.note import TYPE_ED25519, Verifier, parse_note
+from tlog.note import TYPE_ED25519, Ed25519Verifier, Verifier, parse_note
+
+if TYPE_CHECKING:
+    from store.inbox.core import Inbox
 
 PAGE = 1000
 """Seals, runs or records fetched per query by :func:`export_store`."""
@@ -147,6 +167,8 @@ class RestoreSummary:
     log_size: int
     log_root: bytes
     digest: bytes
+    inbox: InboxSummary | None = None
+    """The restored inbox's accounting (the export's inbox section's), None without one."""
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -178,8 +200,9 @@ def _check_keys(
     return witnesses, records
 
 
-def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]]) -> None:
-    """Every signature line of every kept note must be from the log key or a witness key."""
+def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]], which: str = "") -> None:
+    """Every signature line of every kept note must be from the log key or a witness key
+    (``which``: ``"inbox "`` for the inbox log's notes)."""
     for note in notes:
         try:
             text, sigs = parse_note(note)
@@ -189,7 +212,7 @@ def _check_notes(notes: list[bytes], allowed: set[tuple[str, int]]) -> None:
         for s in sigs:
             if (s.name, s.key_id) not in allowed:
                 raise UsageError(
-                    f"the kept checkpoint of size {size} carries a signature line of "
+                    f"the kept {which}checkpoint of size {size} carries a signature line of "
                     f"{s.name}+{s.key_id:08x}, which is neither the log key nor a remembered "
                     "or declared witness key (the export format refuses lines of undeclared "
                     "keys rather than drop them): if it is a witness's cosignature, kept before "
@@ -213,6 +236,7 @@ def _write_run(
     run: str,
     seal: Seal | None,
     record_keys: set[tuple[str, int]],
+    delivered: set[tuple[str, int]],
 ) -> None:
     """Write one run: its ``run`` line and its records, a page at a time.
 
@@ -262,6 +286,8 @@ def _write_run(
                 w.record(r)
             except (MalformedError, VerificationError) as e:
                 raise CorruptError(f"cannot be exported: {e}", run, r.seq) from None
+            if DELIVERED_TEXT in r.raw and r.body().kind == KIND_EVENT_DELIVERED:
+                delivered.add((run, r.seq))
             prev = r.hash
             seq += 1
 
@@ -291,11 +317,20 @@ def export_store(
     """
     origin = store.origin
     log_vkey = store.log_vkey
+    inbox = _inbox_of(store)
     remembered = store.remembered_witness_keys()
+    if inbox is not None:  # the witnesses of the inbox log's kept checkpoints
+        remembered += inbox.log.remembered_witness_keys()
     witnesses, records = _check_keys(log_vkey, witness_keys, record_keys, remembered)
     log = parse_vkey(log_vkey)
     notes = store.published()
-    _check_notes(notes, {_key_of(log)} | {_key_of(v) for v in witnesses.values()})
+    cosigners = {_key_of(v) for v in witnesses.values()}
+    _check_notes(notes, {_key_of(log)} | cosigners)
+    inbox_notes: list[bytes] = []
+    if inbox is not None:
+        inbox_notes = inbox.log.published()
+        inbox_key = Ed25519Verifier(inbox_origin(origin), log.public_key)
+        _check_notes(inbox_notes, {_key_of(inbox_key)} | cosigners, "inbox ")
     # Read after the notes: the log only grows, so every note's size is within it, and every
     # position below it must have its sealed run.
     log_size = store.checkpoint().size
@@ -305,13 +340,14 @@ def export_store(
     for note in notes:
         w.checkpoint(note)
     signers = {_key_of(v) for v in records.values()}
+    delivered: set[tuple[str, int]] = set()  # (run, seq) of the EventDelivered records written
 
     position = 0  # the next log position, and the number of sealed runs written
     while page := store.seals(position - 1, PAGE):
         for seal in page:
             if seal.position != position:
                 raise _no_run_at(position)
-            _write_run(store, w, seal.run, seal, signers)
+            _write_run(store, w, seal.run, seal, signers, delivered)
             position += 1
     if position < log_size:
         raise _no_run_at(position)
@@ -323,9 +359,68 @@ def export_store(
             if sealed is not None and sealed.position < position:
                 continue  # written with the sealed runs
             # Unsealed, or sealed after the sealed runs were listed: as it was before.
-            _write_run(store, w, run, None, signers)
+            _write_run(store, w, run, None, signers, delivered)
         last = runs[-1]
+    if inbox is not None:
+        _write_inbox(inbox, w, inbox_notes, delivered)
     return w.end()
+
+
+def _inbox_of(store: JournalStore) -> Inbox | None:
+    """The tenant's inbox, on a store that has one (the SQL stores)."""
+    inbox: Inbox | None = getattr(store, "inbox", None)
+    return inbox
+
+
+def _write_inbox(
+    inbox: Inbox, w: ExportWriter, notes: list[bytes], delivered: set[tuple[str, int]]
+) -> None:
+    """The inbox section, unless the inbox is empty, from one snapshot of the inbox
+    (:func:`store.inbox.transfer.read_inbox`). An event's delivery whose record is not in the
+    export (journaled after its run was written) is left out: the export shows the event as
+    claimed and not yet delivered, as it was when the run was read."""
+    size_seen = [0]
+    written = [0]
+
+    def start(size: int, waits: int, counter: int) -> bool:
+        if not (size or waits or notes):
+            return False
+        w.inbox(inbox.origin, size, waits, counter)
+        for note in notes:
+            w.inbox_checkpoint(note)
+        size_seen[0] = size
+        return True
+
+    def event(ev: StoredEvent) -> None:
+        seq = ev.delivered_seq
+        if seq is not None and (ev.claimed_by, seq) not in delivered:
+            seq = None
+        try:
+            w.event(
+                EventItem(
+                    ev.position, ev.entry, ev.entry.encode(),
+                    None if ev.erased else canonical_json(ev.payload), ev.claimed_by,
+                    ev.claimed_at, ev.held, ev.dead_reason if ev.dead else None,
+                    ev.dead_at if ev.dead else None, seq, 0, ev.claimed_for,
+                )
+            )  # fmt: skip
+        except (MalformedError, VerificationError) as e:
+            raise CorruptError(f"inbox event {ev.source}/{ev.id} cannot be exported: {e}") from None
+        written[0] += 1
+
+    def wait(wt: Wait) -> None:
+        w.wait(
+            WaitItem(
+                wt.run, wt.effect_key, wt.kind, wt.keys, wt.case, wt.step, wt.number,
+                wt.created_at, 0,
+            )
+        )  # fmt: skip
+
+    transfer.read_inbox(inbox, start, event, wait)
+    if written[0] != size_seen[0]:
+        raise CorruptError(
+            f"the inbox log holds {size_seen[0]} events, the inbox table {written[0]} of them"
+        )
 
 
 # --- restore ---------------------------------------------------------------------------------
@@ -341,6 +436,12 @@ def _require_empty(store: JournalStore) -> None:
         raise UsageError(f"{where} has a log of size {size}: a restore needs an empty log")
     if store.published():
         raise UsageError(f"{where} keeps checkpoints: a restore needs an empty log")
+    inbox = _inbox_of(store)
+    if inbox is not None and not transfer.is_empty(inbox):
+        raise UsageError(
+            f"{where} has an inbox (events, waits or inbox checkpoints): a restore needs an "
+            "empty one"
+        )
 
 
 @dataclass
@@ -369,6 +470,13 @@ class _Replay:
         self.log_size = 0
         self.pending: deque[CheckpointItem] = deque()  # kept once the log reaches their size
         self.notes: list[CheckpointItem] = []  # every exported checkpoint (few)
+        self.inbox: Inbox | None = None
+        self.inbox_item: InboxItem | None = None
+        self.inbox_size = 0
+        self.inbox_pending: deque[InboxCheckpointItem] = deque()
+        self.inbox_notes: list[InboxCheckpointItem] = []
+        self.events: list[tuple[EventItem, StoredEvent]] = []
+        self.waits: list[Wait] = []
 
     def checkpoint(self, item: CheckpointItem) -> None:
         self.notes.append(item)
@@ -495,6 +603,118 @@ class _Replay:
         self.log_size += 1
         self.import_reached()
 
+    # --- the inbox section ------------------------------------------------------------------
+
+    def inbox_start(self, item: InboxItem) -> None:
+        self.flush()
+        inbox = _inbox_of(self.store)
+        if inbox is None:
+            raise RestoreError(item.line, "the target store has no inbox to restore into")
+        if inbox.origin != item.origin:  # pragma: no cover - the verifier checked the origin
+            raise RestoreError(item.line, f"the target's inbox is {inbox.origin}")
+        self.inbox = inbox
+        self.inbox_item = item
+
+    def inbox_checkpoint(self, item: InboxCheckpointItem) -> None:
+        self.inbox_notes.append(item)
+        self.inbox_pending.append(item)
+        self.inbox_import_reached()
+
+    def inbox_import_reached(self) -> None:
+        assert self.inbox is not None
+        while self.inbox_pending and self.inbox_pending[0].checkpoint.size <= self.inbox_size:
+            item = self.inbox_pending.popleft()
+            try:
+                self.inbox.log.import_checkpoint(item.note)
+            except TlogError as e:
+                raise RestoreError(
+                    item.line,
+                    f"inbox checkpoint of size {item.checkpoint.size}: the store refused to "
+                    f"keep it: {e}",
+                ) from e
+
+    def event(self, item: EventItem) -> None:
+        e = item.entry
+        payload = None if item.payload is None else parse_canonical_json(item.payload)
+        dead = item.dead_reason is not None
+        ev = StoredEvent(
+            e.source, e.id, e.kind, e.keys, payload, item.payload is None, e.payload_sha256,
+            item.position, e.received_at, item.claimed_by, item.claimed_at, item.held, dead,
+            item.dead_reason, item.dead_at, item.delivered_seq, item.claimed_for,
+        )  # fmt: skip
+        self.events.append((item, ev))
+        if len(self.events) >= BATCH_RECORDS:
+            self.flush_events()
+
+    def flush_events(self) -> None:
+        batch, self.events = self.events, []
+        if not batch:
+            return
+        assert self.inbox is not None
+        try:
+            self.inbox_size = transfer.restore_events(self.inbox, [ev for _, ev in batch])
+        except TlogError as e:
+            raise RestoreError(
+                batch[0][0].line,
+                f"inbox events {batch[0][0].position}-{batch[-1][0].position}: the store refused "
+                f"them: {e}",
+            ) from e
+        self.inbox_import_reached()
+
+    def wait(self, item: WaitItem) -> None:
+        self.flush_events()
+        self.waits.append(
+            Wait(
+                item.run, item.effect_key, item.kind, item.keys, item.case, item.step,
+                item.number, item.created_at,
+            )
+        )  # fmt: skip
+        if len(self.waits) >= BATCH_RECORDS:
+            self.flush_waits(item.line)
+
+    def flush_waits(self, line: int) -> None:
+        batch, self.waits = self.waits, []
+        if not batch:
+            return
+        assert self.inbox is not None
+        try:
+            transfer.restore_waits(self.inbox, batch)
+        except TlogError as e:
+            raise RestoreError(line, f"inbox waits: the store refused them: {e}") from e
+
+    def inbox_finish(self, end: EndItem, summary: InboxSummary | None) -> None:
+        """The restored inbox reproduces the export's: its log's size and root, its kept
+        checkpoints, its counts, and its wait counter."""
+        item, inbox = self.inbox_item, self.inbox
+        if item is None or inbox is None:
+            return
+        self.flush_events()
+        self.flush_waits(end.line)
+        self.inbox_import_reached()
+        assert summary is not None
+        if item.wait_counter:
+            transfer.set_wait_counter(inbox, item.wait_counter)
+        cp = inbox.log.checkpoint()
+        if (cp.origin, cp.size, cp.root) != (summary.origin, summary.size, summary.root):
+            raise RestoreError(
+                item.line,
+                f"the rebuilt inbox log is {cp.origin} of size {cp.size}, the export's "
+                f"{summary.origin} of size {summary.size}"
+                + ("" if cp.size != summary.size or cp.root == summary.root else ", another root"),
+            )
+        if inbox.log.published() != [i.note for i in self.inbox_notes]:
+            raise RestoreError(end.line, "the store's kept inbox checkpoints are not the exported")
+        counts = inbox.counts()
+        want = (summary.live, summary.claimed, summary.dead, summary.erased, summary.waits)
+        got = (counts.live, counts.claimed, counts.dead, counts.erased, counts.waits)
+        if got != want:
+            raise RestoreError(
+                end.line, f"the restored inbox counts {got} (live, claimed, dead, erased, "
+                f"waits), the export {want}",
+            )  # fmt: skip
+        if transfer.wait_counter(inbox) != item.wait_counter:
+            raise RestoreError(item.line, "the restored wait counter is not the exported")
+
     def finish(self, end: EndItem, origin: str) -> None:
         """The rebuilt log reproduces every exported checkpoint, and keeps exactly them."""
         store = self.store
@@ -533,10 +753,20 @@ def _replay(
         elif isinstance(item, RecordItem):
             assert run is not None
             replay.record(run, item)
+        elif isinstance(item, InboxItem):
+            replay.inbox_start(item)
+        elif isinstance(item, InboxCheckpointItem):
+            replay.inbox_checkpoint(item)
+        elif isinstance(item, EventItem):
+            replay.event(item)
+        elif isinstance(item, WaitItem):
+            replay.wait(item)
         elif isinstance(item, EndItem):
             end = item
     assert end is not None and verifier.summary is not None
+    replay.flush()
     replay.finish(end, origin)
+    replay.inbox_finish(end, verifier.summary.inbox)
     root = store.checkpoint().root
     if root != verifier.summary.log_root:
         raise RestoreError(end.line, "the rebuilt log's root is not the export's")
@@ -595,6 +825,7 @@ def restore_store(
         log_size=first.log_size,
         log_root=root,
         digest=end.digest,
+        inbox=first.inbox,
     )
 
 

@@ -86,7 +86,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
 from tlog import accel
@@ -100,8 +100,10 @@ from tlog.export import (
     VerifiedRun,
 )
 from tlog.export.check import check_header
-from tlog.export.follow import LogFollower, check_end
-from tlog.export.scan import BLOCK, ChunkLines, RunOrder, RunScan, RunScanner
+from tlog.export.follow import LogFollower
+from tlog.export.format import HASH_TEXT_SIZE
+from tlog.export.inbox import DELIVERED_TEXT, InboxVerifier, read_tail
+from tlog.export.scan import BLOCK, ChunkLines, RunOrder, RunScan, RunScanner, StreamLines
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "verify_export_parallel"]
 
@@ -153,6 +155,9 @@ class _ChunkResult(RunScan):
     sealed: _SealedRuns | None = None
     """``runs`` in columns, when they are all sealed at consecutive positions (then ``runs``
     is empty): a few large objects cross processes much faster than a tuple per run."""
+    deliveries: list[tuple[int, bytes]] = field(default_factory=list)
+    """(line, body) of each record of ``runs`` that may be an ``EventDelivered`` record
+    (:class:`tlog.export.inbox.Deliveries`), in file order."""
 
 
 @dataclass
@@ -241,11 +246,33 @@ def verify_chunk(ctx: _Context, start: int, end: int, line: int, last: bool) -> 
         ctx.scanner.scan(lines, result, last)
     except Exception as e:
         result.failure = _portable(e)
+    if result.failure is None:
+        _find_deliveries(ctx, start, end if result.stop is None else result.stop[1], line, result)
     if result.runs and result.failure is None:
         result.sealed = _SealedRuns.of(result.runs)
         if result.sealed is not None:
             result.runs = []
     return result
+
+
+def _find_deliveries(ctx: _Context, start: int, end: int, line: int, out: _ChunkResult) -> None:
+    """The records between offsets ``start`` (line ``line``) and ``end`` — verified runs: run,
+    record and sig lines — whose body holds :data:`~tlog.export.inbox.DELIVERED_TEXT` (which
+    no run or sig line can hold), as the one-pass verifier notes them."""
+    mm = ctx.mm
+    at = mm.find(DELIVERED_TEXT, start, end)
+    counted, lineno = start, line
+    while at >= 0:
+        first = max(mm.rfind(b"\n", start, at) + 1, start)  # the line's start
+        lf = mm.find(b"\n", at, end)
+        count_lines = accel.count_lines
+        if count_lines is not None:
+            lineno += count_lines(mm, counted, first)
+        else:  # pragma: no cover - installed without a C compiler
+            lineno += mm[counted:first].count(b"\n")
+        counted = first
+        out.deliveries.append((lineno, mm[first + HASH_TEXT_SIZE + 1 : lf]))
+        at = mm.find(DELIVERED_TEXT, lf + 1, end)
 
 
 # --- the coordinator ------------------------------------------------------------------------
@@ -296,9 +323,11 @@ class _Merge:
         self.order = RunOrder()
         self.records = 0
         self.signed = 0
+        self.tail = InboxVerifier(follow.header, follow.keys)
 
     def chunk(self, result: _ChunkResult) -> None:
         """Merge one chunk's result, in file order; raise its first failure at its place."""
+        self.tail.deliveries.found += result.deliveries
         sealed = result.sealed
         if sealed is not None:
             if self.order.take_sealed(
@@ -346,19 +375,32 @@ class _Merge:
             self.follow.add_leaves(leaves[i:j], sealed.last_lines[j - 1])
             i = j
 
-    def end(self, n: int, offset: int, data: bytes, size: int, digest: _Digest) -> ExportSummary:
-        """The end line's checks (tlog.export.follow.check_end) and the summary."""
+    def end(self, path: str, n: int, offset: int, digest: _Digest) -> ExportSummary:
+        """What follows the runs, from line ``n`` at ``offset`` — the inbox section if any, then
+        the end line — read and verified by the one-pass verifier's code
+        (:func:`tlog.export.inbox.read_tail`, :class:`tlog.export.inbox.InboxVerifier`), in this
+        process; and the summary."""
         follow = self.follow
         counted = (len(follow.sizes), self.order.runs, self.records, self.order.position)
-        item = check_end(
-            n,
-            data,
-            counted,
-            lambda: digest.before(offset),
-            lambda: offset + len(data) + 1 == size,
-            follow.sizes,
-        )
-        return follow.summary(item, self.signed)
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = StreamLines(f, offset=offset, lineno=n - 1)
+            got = lines.next()
+            assert got is not None and got[0] == n
+            for item in read_tail(
+                lines,
+                follow.keys,
+                follow.header,
+                n,
+                got[1],
+                counted,
+                lambda: None if lines.end_offset is None else digest.before(lines.end_offset),
+                follow.sizes,
+            ):
+                if isinstance(item, EndItem):
+                    return follow.summary(item, self.signed, self.tail.end(item))
+                self.tail.item(item)
+        raise AssertionError("read_tail ends with the end item or raises")  # pragma: no cover
 
 
 def _chunks(
@@ -635,7 +677,7 @@ def _verify_runs(
         for result in results:
             merge.chunk(result)
             if result.stop is not None:
-                summary = merge.end(*result.stop, size, digest)
+                summary = merge.end(path, result.stop[0], result.stop[1], digest)
                 if progress is not None:
                     progress(size, size)
                 return summary

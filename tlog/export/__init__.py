@@ -56,6 +56,20 @@ record 1 and the previous line's hash otherwise; every record's hash must equal
 ``SHA-256(previous hash || body)``. A signed record is followed by one ``sig`` line: the Ed25519
 signature (64 bytes) of ``"tlog-toolkit/record/v1" LF || hash`` by a declared record key.
 
+Inbox (docs/export-format.md §4.7; :mod:`tlog.export.inbox`). When the tenant's inbox holds
+anything, an optional section follows the runs::
+
+    inbox <inbox origin> <size> <waits> <wait counter>       origin = <origin>/inbox
+    checkpoint <L> LF <L bytes>         0..n, the inbox log's notes (log key under the inbox name)
+    event <canonical JSON>              exactly <size>, by position: entry, claim, dead letter
+    [payload <canonical JSON>]          after an event whose payload is kept
+    wait <canonical JSON>               exactly <waits>, by number
+
+The inbox log is RFC 6962 over the entries' bytes; a kept payload hashes to its entry's
+``payload_sha256``; every ``EventDelivered`` record of the runs names an event of the section
+claimed by its run with its seq as ``delivered_seq``, and every such event has its record. An
+empty inbox has no section: such an export is byte for byte what it was before inboxes.
+
 End. The counts of checkpoints, runs, records and sealed runs, and the SHA-256 of every byte of
 the file before the ``end`` line. The counts and the digest catch truncation and accidental
 corruption; they guard nothing against a deliberate change (anyone can recompute them). What an
@@ -88,6 +102,7 @@ Modules (each holds one concept; this package exports the public API):
   record read and verified, the order of runs, whole chunks of runs verified (C-accelerated).
 * :mod:`tlog.export.follow` — the log follower (the rebuilt log, the checkpoints it must reach)
   and the end line's check.
+* :mod:`tlog.export.inbox` — the inbox section and the tail after the runs (both verifiers').
 * :mod:`tlog.export.reader` — :func:`read_export`, :class:`ExportVerifier`, :func:`verify_export`.
 * :mod:`tlog.export.writer` — :class:`ExportWriter`, :func:`write_export`.
 * :mod:`tlog.accel` (beside this subpackage, since tlog.merkle and tlog.journal use it too) — the
@@ -104,6 +119,7 @@ from tlog.export.format import (
     RECORD_SIGNATURE_SIZE,
     CheckpointItem,
     EndItem,
+    EventItem,
     ExportChainError,
     ExportFormatError,
     ExportHeader,
@@ -113,10 +129,15 @@ from tlog.export.format import (
     ExportSummary,
     ExportVerificationError,
     HeaderItem,
+    InboxCheckpointItem,
+    InboxItem,
+    InboxSummary,
+    NoteItem,
     RecordItem,
     RunItem,
     RunSeal,
     VerifiedRun,
+    WaitItem,
 )
 from tlog.export.reader import ExportVerifier, read_export, verify_export
 from tlog.export.writer import ExportWriter, write_export
@@ -128,6 +149,7 @@ __all__ = [
     "RECORD_SIGNATURE_SIZE",
     "CheckpointItem",
     "EndItem",
+    "EventItem",
     "ExportChainError",
     "ExportFormatError",
     "ExportHeader",
@@ -139,10 +161,15 @@ __all__ = [
     "ExportVerifier",
     "ExportWriter",
     "HeaderItem",
+    "InboxCheckpointItem",
+    "InboxItem",
+    "InboxSummary",
+    "NoteItem",
     "RecordItem",
     "RunItem",
     "RunSeal",
     "VerifiedRun",
+    "WaitItem",
     "read_export",
     "verify_export",
     "write_export",

@@ -20,6 +20,7 @@ import binascii
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1
@@ -33,6 +34,7 @@ from tlog.export.format import (
     ExportHeader,
     ExportProofError,
     ExportVerificationError,
+    NoteItem,
 )
 from tlog.journal import (
     KIND_RUN_SEALED,
@@ -54,6 +56,8 @@ from tlog.note import (
     parse_note,
     parse_signature_line,
 )
+
+N = TypeVar("N", bound=NoteItem)
 
 _HEX8 = re.compile(rb"[0-9a-f]{8}")
 
@@ -159,6 +163,19 @@ def parse_checkpoint(
     note: bytes, line: int, keys: HeaderKeys, origin: str, prev_size: int | None
 ) -> CheckpointItem:
     """Check a checkpoint note's structure and keys (not its signatures)."""
+    return parse_note_item(note, line, keys, origin, prev_size, CheckpointItem)
+
+
+def parse_note_item(
+    note: bytes,
+    line: int,
+    keys: HeaderKeys,
+    origin: str,
+    prev_size: int | None,
+    cls: type[N],
+) -> N:
+    """:func:`parse_checkpoint` of a note of ``origin`` whose keys are ``keys``, as a ``cls``
+    (the inbox log's checkpoints are :class:`~tlog.export.format.InboxCheckpointItem`)."""
     try:
         text, _ = parse_note(note)
     except MalformedError as e:
@@ -199,7 +216,7 @@ def parse_checkpoint(
         raise ExportVerificationError(
             line, f"checkpoint of size {cp.size} carries no signature of the log key"
         )
-    return CheckpointItem(note, cp, text, tuple(sigs), line)
+    return cls(note, cp, text, tuple(sigs), line)
 
 
 def _note_error_line(note: bytes, line: int) -> int:

@@ -25,7 +25,6 @@ from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, ProofError
 from tlog.export.check import HeaderKeys, decimal, describe, keyword
 from tlog.export.format import (
-    CheckpointItem,
     EndItem,
     ExportFormatError,
     ExportHeader,
@@ -33,6 +32,8 @@ from tlog.export.format import (
     ExportSignatureError,
     ExportSummary,
     ExportVerificationError,
+    InboxSummary,
+    NoteItem,
 )
 from tlog.merkle import MemoryHashStore, consistency_proof, verify_consistency
 
@@ -41,8 +42,12 @@ class LogFollower:
     """The rebuilt log of an export and its checkpoints, followed run by run (see the module
     docstring). ``keys``: the checked header's (:func:`tlog.export.check.check_header`)."""
 
-    def __init__(self, header: ExportHeader, keys: HeaderKeys) -> None:
+    def __init__(
+        self, header: ExportHeader, keys: HeaderKeys, leaves: str = "the sealed runs"
+    ) -> None:
         self.header = header
+        self.leaves = leaves
+        """What the leaves are, for messages (the inbox log's are its entries)."""
         self.keys = keys
         self.tree = MemoryHashStore()
         self.sizes: list[tuple[int, int]] = []
@@ -53,7 +58,7 @@ class LogFollower:
         self._pending: list[tuple[int, bytes, int]] = []  # (size, root, line) not yet reached
         self._reached: tuple[int, bytes, int] | None = None  # the last checkpoint reached
 
-    def checkpoint(self, item: CheckpointItem) -> None:
+    def checkpoint(self, item: NoteItem) -> None:
         """A checkpoint read by :func:`tlog.export.read_export`: verify its signature lines."""
         cp = item.checkpoint
         for j, sig in enumerate(item.signatures):
@@ -94,7 +99,7 @@ class LogFollower:
                 raise ExportProofError(
                     line,
                     f"checkpoint of size {size}: its root is not the root of the log rebuilt "
-                    f"from the sealed runs (size {size} reached at line {at_line})",
+                    f"from {self.leaves} (size {size} reached at line {at_line})",
                 )
             reached = self._reached
             if reached is not None and reached[0] > 0:
@@ -106,9 +111,11 @@ class LogFollower:
                 self.consistency += 1
             self._reached = cp
 
-    def summary(self, end: EndItem, signed: int) -> ExportSummary:
+    def summary(
+        self, end: EndItem, signed: int, inbox: InboxSummary | None = None
+    ) -> ExportSummary:
         """What was verified, once the end line (``end``) was checked; ``signed``: the signed
-        records (every one of which verified)."""
+        records (every one of which verified); ``inbox``: the inbox section's."""
         assert not self._pending, "check_end checked the sizes against the log"
         return ExportSummary(
             header=self.header,
@@ -124,6 +131,7 @@ class LogFollower:
             cosignatures=self.cosignatures,
             last_checkpoint=self.last_note,
             digest=end.digest,
+            inbox=inbox,
         )
 
 

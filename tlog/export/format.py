@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tlog.checkpoint import Checkpoint
+from tlog.encoding import b64encode
 from tlog.errors import InvalidSignatureError, MalformedError, ProofError, VerificationError
+from tlog.inbox import Entry
 from tlog.journal import MAX_RECORD_SIZE, ChainError, Record
 from tlog.note import Signature
 
@@ -112,8 +114,10 @@ class HeaderItem:
 
 
 @dataclass(frozen=True)
-class CheckpointItem:
-    """One published checkpoint: the note's exact bytes, its parsed text and signature lines.
+class NoteItem:
+    """A checkpoint note of an export: the note's exact bytes, its parsed text and signature
+    lines (the base of :class:`CheckpointItem`, the log's, and :class:`InboxCheckpointItem`,
+    the inbox log's).
 
     ``line`` is that of the ``checkpoint <L>`` line; signature line ``j`` (from 0) of the note
     is file line :meth:`signature_line`.
@@ -128,6 +132,11 @@ class CheckpointItem:
     def signature_line(self, j: int) -> int:
         """The file line of the note's ``j``-th signature line."""
         return self.line + self.text.count(b"\n") + 2 + j
+
+
+@dataclass(frozen=True)
+class CheckpointItem(NoteItem):
+    """One published checkpoint of the log (see :class:`NoteItem`)."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,125 @@ class EndItem:
     line: int
 
 
-ExportItem = HeaderItem | CheckpointItem | RunItem | RecordItem | EndItem
+@dataclass(frozen=True)
+class InboxItem:
+    """The ``inbox`` line that opens the inbox section: the inbox log's origin, its size (the
+    event lines that follow), the number of wait lines, and the store's wait counter (the last
+    wait number it gave, at least every wait's number)."""
+
+    origin: str
+    size: int
+    waits: int
+    wait_counter: int
+    line: int
+
+
+@dataclass(frozen=True)
+class InboxCheckpointItem(NoteItem):
+    """One kept checkpoint of the inbox log (see :class:`NoteItem`)."""
+
+
+@dataclass(frozen=True)
+class EventItem:
+    """An ``event`` line (and its ``payload`` line at ``line + 1`` when the payload is kept).
+
+    ``entry_raw`` is the entry's canonical bytes (its leaf data), ``entry`` its fields.
+    ``payload`` is the payload's canonical JSON, None once erased. Claimed: ``claimed_by``,
+    ``claimed_for`` (the effect key of the wait the claim satisfied), ``claimed_at`` and
+    ``held``; dead: ``dead_reason`` and ``dead_at``; ``delivered_seq``: the
+    seq of the claiming run's ``EventDelivered`` record. :func:`tlog.export.verify_export` checks
+    the payload's hash and the delivery.
+    """
+
+    position: int
+    entry: Entry
+    entry_raw: bytes
+    payload: bytes | None
+    claimed_by: str | None
+    claimed_at: int | None
+    held: bool
+    dead_reason: str | None
+    dead_at: int | None
+    delivered_seq: int | None
+    line: int
+    claimed_for: str | None = None
+
+    @property
+    def state(self) -> str:
+        """``live``, ``claimed`` or ``dead``."""
+        if self.dead_reason is not None:
+            return "dead"
+        return "live" if self.claimed_by is None else "claimed"
+
+
+@dataclass(frozen=True)
+class WaitItem:
+    """A ``wait`` line: a registered wait (``case`` None when it has none)."""
+
+    run: str
+    effect_key: str
+    kind: str
+    keys: tuple[tuple[str, str], ...]
+    case: str | None
+    step: int
+    number: int
+    created_at: int
+    line: int
+
+
+ExportItem = (
+    HeaderItem
+    | CheckpointItem
+    | RunItem
+    | RecordItem
+    | InboxItem
+    | InboxCheckpointItem
+    | EventItem
+    | WaitItem
+    | EndItem
+)
+
+
+@dataclass(frozen=True)
+class InboxSummary:
+    """What the verification of an export's inbox section checked: the inbox log rebuilt from
+    the entries (``size``, ``root``), its kept checkpoints (signatures, roots, consistency),
+    and the accounting — every event is ``live``, ``claimed`` or ``dead`` (they add up to
+    ``size``); ``erased`` payloads (of any state); ``delivered`` events, each matched with the
+    ``EventDelivered`` record of the run that claimed it; ``held`` claimed events not yet
+    released; ``waits`` registered."""
+
+    origin: str
+    size: int
+    root: bytes
+    checkpoints: int
+    checkpoint_sizes: tuple[int, ...]
+    consistency_proofs: int
+    cosignatures: dict[str, int]
+    live: int
+    claimed: int
+    dead: int
+    erased: int
+    delivered: int
+    held: int
+    waits: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "origin": self.origin,
+            "size": self.size,
+            "root": b64encode(self.root),
+            "checkpoints": self.checkpoints,
+            "checkpoint_sizes": list(self.checkpoint_sizes),
+            "consistency_proofs": self.consistency_proofs,
+            "live": self.live,
+            "claimed": self.claimed,
+            "dead": self.dead,
+            "erased": self.erased,
+            "delivered": self.delivered,
+            "held": self.held,
+            "waits": self.waits,
+        }
 
 
 @dataclass(frozen=True)
@@ -195,6 +322,8 @@ class ExportSummary:
     """The last checkpoint note's exact bytes (None: the export carries none)."""
     digest: bytes
     """SHA-256 of the bytes before the end line (as the end line states it)."""
+    inbox: InboxSummary | None = None
+    """The inbox section's verification (None: the export has no inbox section)."""
 
 
 VerifiedRun = tuple[int, str, int, int, bytes | None, int]

@@ -24,11 +24,12 @@ from tlog.export.check import (
     read_run_line,
     text_of,
 )
-from tlog.export.follow import LogFollower, check_end
+from tlog.export.follow import LogFollower
 from tlog.export.format import (
     MAGIC,
     MAGIC_V1,
     CheckpointItem,
+    EndItem,
     ExportFormatError,
     ExportHeader,
     ExportVerificationError,
@@ -37,6 +38,7 @@ from tlog.export.format import (
     RunItem,
     RunSeal,
 )
+from tlog.export.inbox import InboxVerifier, read_tail
 from tlog.export.scan import RunOrder, StreamLines, expect, read_record, verify_record
 from tlog.journal import GENESIS, Record
 from tlog.merkle import leaf_hash
@@ -149,7 +151,11 @@ def read_export(stream: BinaryIO) -> Iterator[ExportItem]:
             yield RecordItem(Record(run, seq, raw, prev, h, sig), n)
             prev = h
     counted = (len(sizes), order.runs, records, order.position)
-    yield check_end(n, data, counted, lambda: lines.before_end, lines.at_eof, sizes)
+    yield from read_tail(lines, keys, header, n, data, counted, lambda: lines.before_end, sizes)
+
+
+_NO_RUN = RunItem("-", 0, None, 0)
+"""Stands for the runs once the inbox section is reached without any."""
 
 
 @dataclass
@@ -171,6 +177,9 @@ class ExportVerifier:
     require_record_signatures: bool = False
     summary: ExportSummary | None = field(default=None, init=False)
     follower: LogFollower | None = field(default=None, init=False)
+    inbox: InboxVerifier | None = field(default=None, init=False)
+    """The inbox section's verification (and the runs' EventDelivered records), from the
+    header on."""
 
     def _trusted(self) -> tuple[str | None, set[str] | None]:
         """The trusted keys, canonical (an unusable one is a UsageError)."""
@@ -201,12 +210,13 @@ class ExportVerifier:
         """Verify ``stream`` item by item; yield each verified item."""
         trusted = self._trusted()  # before the stream is read
         follow: LogFollower | None = None
+        tail: InboxVerifier | None = None
         run: RunItem | None = None
         signed = 0
         require = self.require_record_signatures
         for item in read_export(stream):
             if isinstance(item, RecordItem):
-                assert follow is not None and run is not None
+                assert follow is not None and tail is not None and run is not None
                 r = item.record
                 if r.signature is not None:
                     signed += 1
@@ -214,6 +224,7 @@ class ExportVerifier:
                     follow.keys, item.line, r.run, r.seq, r.prev_hash, r.hash, r.raw,
                     r.signature, require,
                 )  # fmt: skip
+                tail.deliveries.note(item.line, r.raw)
                 if run.seal is not None and r.seq == run.count:
                     follow.add_leaves([leaf_hash(r.hash)], item.line)
             elif isinstance(item, RunItem):
@@ -226,11 +237,18 @@ class ExportVerifier:
                 follow.checkpoint(item)
             elif isinstance(item, HeaderItem):
                 follow = self.follower = self._header(item, *trusted)
-            else:
-                assert follow is not None
+                tail = self.inbox = InboxVerifier(item.header, follow.keys)
+            elif isinstance(item, EndItem):
+                assert follow is not None and tail is not None
                 if run is None:
                     follow.reach(item.line)
-                self.summary = follow.summary(item, signed)
+                self.summary = follow.summary(item, signed, tail.end(item))
+            else:
+                assert follow is not None and tail is not None
+                if run is None:
+                    follow.reach(item.line)  # the inbox line: a checkpoint of size 0
+                    run = _NO_RUN
+                tail.item(item)
             yield item
 
 

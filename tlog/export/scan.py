@@ -9,8 +9,8 @@ exists once:
   :data:`~tlog.export.format.MAX_LINE` or without its LF (:func:`line_error`), and hold one line
   of push-back — the look-ahead after a record.
 * **A record** (:func:`read_record`): its line's grammar, hash spelling, body (naming the run and
-  seq), the seal-record rule, its ``sig`` line, and the "run or end line after the last record"
-  rule — everything the format checks without cryptography; then :func:`verify_record`: the
+  seq), the seal-record rule, its ``sig`` line, and the "run, inbox or end line after the last
+  record" rule — everything the format checks without cryptography; then :func:`verify_record`: the
   chain link and the record signature.
 * **Run order** (:class:`RunOrder`): the checks of a run line that depend on the runs before it
   (sealed positions in turn, sealed runs first, unsealed runs by ID, no ID twice).
@@ -92,12 +92,16 @@ def expect(lines: Lines, what: str) -> tuple[int, bytes]:
 class StreamLines:
     """LF-terminated lines of a byte stream, counted and hashed, with one line of push-back."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, *, offset: int = 0, lineno: int = 0) -> None:
         self._stream = stream
         self._digest = hashlib.sha256()
         self.before_end: bytes | None = None
-        """SHA-256 of the bytes before the last line read that starts with ``end ``."""
-        self.lineno = 0  # the number of the last line read
+        """SHA-256 of the bytes read before the last line read that starts with ``end ``."""
+        self.lineno = lineno  # the number of the last line read
+        self.offset = offset
+        """The file offset of the next byte to read (``offset``: that of the stream's start)."""
+        self.end_offset: int | None = None
+        """The file offset of the last line read that starts with ``end ``."""
         self._back: tuple[int, bytes] | None = None
 
     def next(self) -> tuple[int, bytes] | None:
@@ -113,7 +117,9 @@ class StreamLines:
             raise line_error(self.lineno, len(data))
         if data.startswith(b"end "):
             self.before_end = self._digest.digest()
+            self.end_offset = self.offset
         self._digest.update(data)
+        self.offset += len(data)
         return self.lineno, data[:-1]
 
     def push_back(self, item: tuple[int, bytes]) -> None:
@@ -134,6 +140,7 @@ class StreamLines:
             need -= len(chunk)
         note = b"".join(parts)
         self._digest.update(note)
+        self.offset += size
         if not note.endswith(b"\n"):
             raise ExportFormatError(line, f"checkpoint of {size} bytes does not end in LF")
         self.lineno += note.count(b"\n")
@@ -251,10 +258,10 @@ def read_record(
     cryptography; return (its line, the hash it spells, its body, its signature or None).
 
     The line after the record (and its ``sig`` line) is read and pushed back: after the last
-    record of the run it must be a run or end line.
+    record of the run it must be a run, inbox or end line.
     """
     n, data = expect(lines, f"record {seq} of run {run} ({count} announced)")
-    if data.startswith((b"run ", b"end ")):
+    if data.startswith((b"run ", b"end ", b"inbox ")):
         raise ExportFormatError(
             n,
             f"run {run} (line {run_line}) announced {count} records, the export holds {seq - 1}",
@@ -276,11 +283,11 @@ def read_record(
         lines.push_back(nxt)
         # The run must end here before its last record is handed on: a verifier enters a
         # sealed run's head into the log on the last record.
-        if seq == count and not nxt[1].startswith((b"run ", b"end ")):
+        if seq == count and not nxt[1].startswith((b"run ", b"end ", b"inbox ")):
             raise ExportFormatError(
                 nxt[0],
-                f"run {run} (line {run_line}) announced {count} records; expected a run or end "
-                f"line after its last, found {describe(nxt[1])}",
+                f"run {run} (line {run_line}) announced {count} records; expected a run, inbox "
+                f"or end line after its last, found {describe(nxt[1])}",
             )
     return n, h, raw, signature
 

@@ -22,20 +22,37 @@ from tlog.export.check import (
     check_record_signature,
     check_seal_record,
     parse_checkpoint,
+    parse_note_item,
 )
 from tlog.export.follow import larger_than_log
 from tlog.export.format import (
     MAGIC,
     CheckpointItem,
+    EventItem,
     ExportChainError,
     ExportFormatError,
     ExportHeader,
     ExportItem,
+    ExportProofError,
+    ExportVerificationError,
     HeaderItem,
+    InboxCheckpointItem,
+    InboxItem,
     RecordItem,
     RunItem,
     RunSeal,
+    WaitItem,
 )
+from tlog.export.inbox import (
+    event_line,
+    inbox_keys,
+    parse_event_line,
+    parse_inbox_line,
+    parse_payload_line,
+    parse_wait_line,
+    wait_line,
+)
+from tlog.inbox import payload_hash
 from tlog.journal import GENESIS, MAX_SEQ, Record, chain_hash, check_outcome, check_run_id
 from tlog.note import MAX_NOTE_SIZE
 
@@ -94,6 +111,13 @@ class ExportWriter:
         self._outcome: str | None = None  # the current run's outcome when it is sealed
         self._head: bytes | None = None
         self._run_line = 0
+        self._inbox: InboxItem | None = None
+        self._inbox_keys: HeaderKeys | None = None
+        self._inbox_checkpoints = 0
+        self._inbox_size: int | None = None  # the last inbox checkpoint's size
+        self._events = 0
+        self._waits = 0
+        self._wait_number = 0
 
     def header(self, h: ExportHeader) -> None:
         """Write the magic line and the header (record and witness keys sorted)."""
@@ -234,6 +258,120 @@ class ExportWriter:
                 f"run {self._run} announced {self._count} records, {self._written} were written"
             )
 
+    # --- the inbox section ------------------------------------------------------------------
+
+    def inbox(self, origin: str, size: int, waits: int, wait_counter: int) -> None:
+        """Open the inbox section (after the runs): the inbox log of ``origin`` (the header's
+        origin + ``/inbox``) holds ``size`` events; ``waits`` wait lines follow them;
+        ``wait_counter`` is the last wait number the store gave. Then :meth:`inbox_checkpoint`
+        for each kept inbox checkpoint by increasing size, :meth:`event` for each event by
+        position, :meth:`wait` for each wait by number, and :meth:`end`. A section that would
+        hold nothing is refused at :meth:`end`: an empty inbox has no section."""
+        if self._state not in ("checkpoints", "runs"):
+            raise UsageError("the inbox section follows the runs, once")
+        assert self._keys is not None
+        self._finish_run()
+        for value, what in ((size, "size"), (waits, "waits"), (wait_counter, "wait counter")):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+                raise UsageError(f"inbox {what} {value!r} is not in 0..2^63-1")
+        line = self._out.lines + 1
+        text = b"inbox %s %d %d %d" % (origin.encode(), size, waits, wait_counter)
+        item = parse_inbox_line(line, text, self._origin)
+        self._inbox_keys = inbox_keys(self._keys, item.origin, line)
+        self._out.write(text + b"\n")
+        self._inbox = item
+        self._run = None
+        self._state = "inbox"
+
+    def inbox_checkpoint(self, note: bytes) -> None:
+        """Write one kept checkpoint note of the inbox log (sizes strictly increasing)."""
+        if self._state != "inbox":
+            raise UsageError("inbox checkpoints follow the inbox line and precede its events")
+        assert self._inbox is not None and self._inbox_keys is not None
+        line = self._out.lines + 1
+        if not 1 <= len(note) <= MAX_NOTE_SIZE:
+            raise ExportFormatError(line, f"checkpoint of {len(note)} bytes")
+        origin = self._inbox.origin
+        item = parse_note_item(
+            note, line, self._inbox_keys, origin, self._inbox_size, InboxCheckpointItem
+        )
+        size = item.checkpoint.size
+        if size > self._inbox.size:
+            raise ExportProofError(
+                line,
+                f"inbox checkpoint of size {size} is larger than the inbox log "
+                f"({self._inbox.size} events)",
+            )
+        self._out.write(b"checkpoint %d\n" % len(note) + note)
+        self._inbox_size = size
+        self._inbox_checkpoints += 1
+
+    def event(self, item: EventItem) -> None:
+        """Write the next event (by position) and its payload line; ``item.line`` is ignored.
+        A payload whose hash is not the entry's is refused."""
+        if self._state not in ("inbox", "events") or self._inbox is None:
+            raise UsageError("events follow the inbox line and its checkpoints")
+        if self._events == self._inbox.size:
+            raise UsageError(f"the inbox announced {self._inbox.size} events")
+        self._check_not_empty()
+        line = self._out.lines + 1
+        text = event_line(item)
+        first, _, rest = text.partition(b"\n")
+        got = parse_event_line(line, first, self._events, self._inbox)
+        if got.entry_raw != item.entry_raw:
+            raise UsageError(f"event {item.position}: the entry bytes are not canonical")
+        if item.payload is not None:
+            parse_payload_line(line + 1, rest[:-1], item.position)
+            if payload_hash(item.payload) != got.entry.payload_sha256:
+                raise ExportVerificationError(
+                    line + 1,
+                    f"event {item.position}: the payload's SHA-256 is not the entry's "
+                    "payload_sha256",
+                )
+        self._out.write(text)
+        self._events += 1
+        self._state = "events"
+
+    def wait(self, item: WaitItem) -> None:
+        """Write the next wait (by number); ``item.line`` is ignored."""
+        if self._state not in ("inbox", "events", "waits") or self._inbox is None:
+            raise UsageError("waits follow the inbox's events")
+        self._check_not_empty()
+        if self._events != self._inbox.size:
+            raise UsageError(
+                f"the inbox announced {self._inbox.size} events, {self._events} were written"
+            )
+        if self._waits == self._inbox.waits:
+            raise UsageError(f"the inbox announced {self._inbox.waits} waits")
+        line = self._out.lines + 1
+        text = wait_line(item)
+        parse_wait_line(line, text[:-1], self._waits, self._inbox, self._wait_number)
+        self._out.write(text)
+        self._waits += 1
+        self._wait_number = item.number
+        self._state = "waits"
+
+    def _check_not_empty(self) -> None:
+        inbox = self._inbox
+        assert inbox is not None
+        if not (inbox.size or inbox.waits or self._inbox_checkpoints):
+            raise ExportFormatError(
+                inbox.line,
+                "the inbox section is empty (no event, wait or checkpoint): an export of an "
+                "empty inbox has no inbox section",
+            )
+
+    def _finish_inbox(self) -> None:
+        inbox = self._inbox
+        if inbox is None:
+            return
+        self._check_not_empty()
+        if self._events != inbox.size or self._waits != inbox.waits:
+            raise UsageError(
+                f"the inbox announced {inbox.size} events and {inbox.waits} waits, "
+                f"{self._events} and {self._waits} were written"
+            )
+
     def item(self, item: ExportItem) -> bytes | None:
         """Write any item read by :func:`read_export`; for the end item, return the digest.
 
@@ -247,15 +385,24 @@ class ExportWriter:
             self.run(item.run, item.count, item.seal)
         elif isinstance(item, RecordItem):
             self.record(item.record)
+        elif isinstance(item, InboxItem):
+            self.inbox(item.origin, item.size, item.waits, item.wait_counter)
+        elif isinstance(item, InboxCheckpointItem):
+            self.inbox_checkpoint(item.note)
+        elif isinstance(item, EventItem):
+            self.event(item)
+        elif isinstance(item, WaitItem):
+            self.wait(item)
         else:
             return self.end()
         return None
 
     def end(self) -> bytes:
         """Write the end line; return the digest. The export is complete."""
-        if self._state not in ("checkpoints", "runs"):
+        if self._state not in ("checkpoints", "runs", "inbox", "events", "waits"):
             raise UsageError("end follows the header, the checkpoints and the runs, once")
         self._finish_run()
+        self._finish_inbox()
         if self._max_size > self._position:
             raise larger_than_log(self._max_size_line, self._max_size, self._position)
         digest = self._out.digest()
