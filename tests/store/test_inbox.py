@@ -1084,6 +1084,7 @@ class _ModelEvent:
     held: bool = False
     dead: bool = False
     erased: bool = False
+    claimed_for: str | None = None
 
 
 @dataclass
@@ -1146,7 +1147,7 @@ def _step(ib: Inbox, m: _Model, op: tuple[Any, ...], now: int) -> None:
             run,
             effect,
         )
-        e.claimed_by, e.held = run, True
+        e.claimed_by, e.held, e.claimed_for = run, True, effect
         m.retire(run, effect)
     elif op[0] == "wait":
         _, run, effect, kind, keys, how = op
@@ -1161,7 +1162,11 @@ def _step(ib: Inbox, m: _Model, op: tuple[Any, ...], now: int) -> None:
         mine = [
             e
             for e in m.events
-            if e.claimed_by == run and e.held and e.kind == kind and e.keys & keys
+            if e.claimed_by == run
+            and e.claimed_for == effect
+            and e.held
+            and e.kind == kind
+            and e.keys & keys
         ]
         live = [
             e
@@ -1176,7 +1181,7 @@ def _step(ib: Inbox, m: _Model, op: tuple[Any, ...], now: int) -> None:
                 e.id,
                 bool(mine),
             )
-            e.claimed_by, e.held = run, True
+            e.claimed_by, e.held, e.claimed_for = run, True, effect
             m.retire(run, effect)
         else:
             assert claimed is None
