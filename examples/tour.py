@@ -8,7 +8,10 @@ exported and verified offline — on the embedded default (SQLite), in a tempora
    cosigns it (Ed25519 cosignature/v1);
 5. a tlog-proof@v1 for one run is written and checked against a tlog-policy;
 6. the journal is exported, the export verified offline, restored and exported again;
-7. tampering is caught: one changed byte in the export, a changed record in the database.
+7. the inbox: a message that arrives before its wait and one that arrives after it each resume
+   their run exactly once (a replayed message changes nothing), the resumption is journaled,
+   and the sender's receipt is verified offline;
+8. tampering is caught: one changed byte in the export, a changed record in the database.
 
 Every step prints what it did; the tour exits 0 when every check came out as expected.
 """
@@ -16,12 +19,14 @@ Every step prints what it did; the tour exits 0 when every check came out as exp
 from __future__ import annotations
 
 import io
+import json
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from store import (
     Append,
@@ -29,6 +34,8 @@ from store import (
     FencedError,
     export_store,
     init_store,
+    make_event,
+    make_wait,
     open_store,
     restore_store,
 )
@@ -197,7 +204,10 @@ def main() -> int:
         failures += 0 if same else 1
         show("re-export", "byte-identical" if same else "DIFFERENT")
 
-        step("7. tampering is caught")
+        step("7. the inbox: messages from outside resume waiting runs exactly once")
+        failures += _inbox_tour(store, Path(tmp))
+
+        step("8. tampering is caught")
         bad = bytearray(blob)
         bad[blob.index(b'"cents":200') + len(b'"cents":')] ^= 0x01  # 200 cents become 300
         try:
@@ -222,6 +232,67 @@ def main() -> int:
 
     print(f"\nTour finished in {time.perf_counter() - started:.2f} s.")
     return 1 if failures else 0
+
+
+def _inbox_tour(store: Any, tmp: Path) -> int:
+    """Step 7; returns the number of unexpected outcomes."""
+    failures = 0
+    box = store.inbox
+    paid = make_event("shop", "pay-7", "PaymentConfirmed", [["order", "A-7"]], {"cents": 700})
+    early = box.buffer(paid)  # before anybody waits: buffered, live
+    show("pay-7 arrives first", f"position {early.position}, nobody waits yet")
+    lease = store.acquire("ship-7", "worker-1", 60)
+    got = box.wait(make_wait("ship-7", "payment", "PaymentConfirmed", [["order", "A-7"]]))
+    failures += 0 if got is not None and got.event.id == "pay-7" else 1
+    box.journal_delivery("ship-7", lease.epoch, "shop", "pay-7")
+    box.unsubscribe("ship-7")
+    show("ship-7 waits", "claims pay-7 from the buffer at once")
+
+    lease8 = store.acquire("ship-8", "worker-1", 60)
+    waiting = box.wait(make_wait("ship-8", "payment", "PaymentConfirmed", [["order", "A-8"]]))
+    failures += 0 if waiting is None else 1
+    late = make_event("shop", "pay-8", "PaymentConfirmed", [["order", "A-8"]], {"cents": 800})
+    arrived = box.buffer(late)  # the waiter is found in the buffering transaction
+    failures += 0 if arrived.matched is not None and arrived.matched.run == "ship-8" else 1
+    show("ship-8 waits first", "registered; pay-8 then arrives and claims itself for ship-8")
+    resumed = box.claim(make_wait("ship-8", "payment", "PaymentConfirmed", [["order", "A-8"]]))
+    failures += 0 if resumed is not None and resumed.recovered else 1
+    box.journal_delivery("ship-8", lease8.epoch, "shop", "pay-8")
+    box.unsubscribe("ship-8")
+    replay = box.buffer(late)
+    failures += 0 if replay.duplicate and replay.matched is None else 1
+    show("pay-8 sent again", "a duplicate: nothing changes")
+    for run in ("ship-7", "ship-8"):
+        delivered = [r for r in store.read(run) if b'"kind":"EventDelivered"' in r.raw]
+        failures += 0 if len(delivered) == 1 else 1
+        show(f"{run} journal", f"{len(delivered)} EventDelivered record (resumed once)")
+    counts = box.counts()
+    show("inbox", f"{counts.size} events, {counts.claimed} claimed, {counts.live} live")
+
+    receipt = tmp / "pay-7.receipt"
+    receipt.write_bytes(box.receipt("shop", "pay-7").format())
+    event_file = tmp / "pay-7.json"
+    event_file.write_text(json.dumps(paid.to_json()))
+    print('   $ tlog-verify proof pay-7.receipt --log-vkey "$(tlog-store event vkey)" \\')
+    print("         --event pay-7.json")
+    report = subprocess.run(
+        [
+            _tool("tlog-verify"),
+            "proof",
+            str(receipt),
+            "--log-vkey",
+            box.log.log_vkey,
+            "--event",
+            str(event_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    print("   " + report.stdout.splitlines()[0] if report.stdout else report.stderr)
+    failures += 0 if report.returncode == 0 else 1
+    return failures
 
 
 def _tool(name: str) -> str:

@@ -27,6 +27,17 @@ open_store, Append``); each name lives in one module, which documents it:
   :class:`Subscription`, :class:`Delivery`) and :mod:`store.deliver` (the worker that pushes
   records to receivers, :class:`Deliverer` and its :class:`Attempt`; :func:`outbox_of`, a
   store's outbox);
+* the inbound-event inbox — :mod:`store.inbox`: ``store.inbox`` on a handle is an
+  :class:`Inbox` (events from outside, deduplicated, correlated to waiting runs, claimed once,
+  dead-lettered, erasable, each a leaf of the tenant's inbox log with a receipt); its values
+  :class:`Wait` (:func:`make_wait`), :class:`StoredEvent`, :class:`Claimed`, :class:`Buffered`,
+  :class:`Targeted`, :class:`InboxCounts`; events are :class:`Event` (:func:`make_event`, of
+  :mod:`tlog.inbox`);
+* the log in public — :mod:`store.tiles` (a tenant's log as C2SP tlog-tiles resources:
+  :class:`StoreLog` over a store, :class:`EntryLog` over entries in memory, :class:`TiledLog`
+  the resources; served by :mod:`store.tileserver`, ``tlog-store serve``) and
+  :mod:`store.tilefiles` (:func:`publish_tiles`, the same as files for a static web server:
+  :class:`Published`);
 * joining the embedder's transaction — :mod:`store.atomic`: ``store.atomic`` (an
   :class:`AtomicJournal` on PostgreSQL, None on SQLite), :func:`require_atomic`, and
   :class:`JoinedJournal`, the appends and seals of the caller's transaction;
@@ -92,6 +103,14 @@ if TYPE_CHECKING:
     from store.export import RestoreSummary as RestoreSummary
     from store.export import export_store as export_store
     from store.export import restore_store as restore_store
+    from store.inbox.core import Inbox as Inbox
+    from store.inbox.values import Buffered as Buffered
+    from store.inbox.values import Claimed as Claimed
+    from store.inbox.values import InboxCounts as InboxCounts
+    from store.inbox.values import StoredEvent as StoredEvent
+    from store.inbox.values import Targeted as Targeted
+    from store.inbox.values import Wait as Wait
+    from store.inbox.values import make_wait as make_wait
     from store.open import init_store as init_store
     from store.open import open_in_memory as open_in_memory
     from store.open import open_store as open_store
@@ -105,6 +124,11 @@ if TYPE_CHECKING:
     from store.publish import publish_to_witnesses as publish_to_witnesses
     from store.publish import published_checkpoints as published_checkpoints
     from store.publish import witness_clients as witness_clients
+    from store.tilefiles import Published as Published
+    from store.tilefiles import publish_tiles as publish_tiles
+    from store.tiles import EntryLog as EntryLog
+    from store.tiles import StoreLog as StoreLog
+    from store.tiles import TiledLog as TiledLog
     from store.verify import RunCheck as RunCheck
     from store.verify import all_runs as all_runs
     from store.verify import read_pages as read_pages
@@ -115,9 +139,21 @@ if TYPE_CHECKING:
     from tlog.errors import TlogError as TlogError
     from tlog.errors import UsageError as UsageError
     from tlog.errors import VerificationError as VerificationError
+    from tlog.inbox import Event as Event
+    from tlog.inbox import make_event as make_event
     from tlog.journal import Record as Record
 
 _MODULE_OF = {
+    "Inbox": "store.inbox.core",
+    "Wait": "store.inbox.values",
+    "make_wait": "store.inbox.values",
+    "StoredEvent": "store.inbox.values",
+    "Claimed": "store.inbox.values",
+    "Buffered": "store.inbox.values",
+    "Targeted": "store.inbox.values",
+    "InboxCounts": "store.inbox.values",
+    "Event": "tlog.inbox",
+    "make_event": "tlog.inbox",
     "Append": "store.api",
     "AtomicJournal": "store.atomic",
     "Attempt": "store.deliver",
@@ -129,6 +165,7 @@ _MODULE_OF = {
     "Deliverer": "store.deliver",
     "Delivery": "store.outbox",
     "DuplicateEffectError": "store.errors",
+    "EntryLog": "store.tiles",
     "FencedError": "store.errors",
     "Head": "store.api",
     "Inclusion": "store.api",
@@ -142,6 +179,7 @@ _MODULE_OF = {
     "MalformedError": "tlog.errors",
     "NotSealedError": "store.prove",
     "Publication": "store.publish",
+    "Published": "store.tilefiles",
     "Record": "tlog.journal",
     "RestoreError": "store.export",
     "RestoreSummary": "store.export",
@@ -151,7 +189,9 @@ _MODULE_OF = {
     "WaitingRun": "store.api",
     "SealConflictError": "store.errors",
     "StoreError": "store.errors",
+    "StoreLog": "store.tiles",
     "Subscription": "store.outbox",
+    "TiledLog": "store.tiles",
     "TlogError": "tlog.errors",
     "UsageError": "tlog.errors",
     "VerificationError": "tlog.errors",
@@ -165,6 +205,7 @@ _MODULE_OF = {
     "parse_batch": "store.batch",
     "parse_data": "store.batch",
     "prove_run": "store.prove",
+    "publish_tiles": "store.tilefiles",
     "publish_to_witnesses": "store.publish",
     "published_checkpoints": "store.publish",
     "read_pages": "store.verify",
@@ -182,15 +223,21 @@ __all__ = [
     "AtomicJournal",
     "Attempt",
     "BackendError",
+    "Buffered",
     "Cancellation",
+    "Claimed",
     "CommitUnknownError",
     "CorruptError",
     "Deliverer",
     "Delivery",
     "DuplicateAdmissionError",
     "DuplicateEffectError",
+    "EntryLog",
+    "Event",
     "FencedError",
     "Head",
+    "Inbox",
+    "InboxCounts",
     "Inclusion",
     "InvalidSignatureError",
     "JoinedJournal",
@@ -202,6 +249,7 @@ __all__ = [
     "MalformedError",
     "NotSealedError",
     "Publication",
+    "Published",
     "Record",
     "RestoreError",
     "RestoreSummary",
@@ -210,21 +258,29 @@ __all__ = [
     "Seal",
     "SealConflictError",
     "StoreError",
+    "StoreLog",
+    "StoredEvent",
     "Subscription",
+    "Targeted",
+    "TiledLog",
     "TlogError",
     "UsageError",
     "VerificationError",
+    "Wait",
     "WaitingRun",
     "all_runs",
     "describe_note",
     "export_store",
     "init_store",
+    "make_event",
+    "make_wait",
     "open_in_memory",
     "open_store",
     "outbox_of",
     "parse_batch",
     "parse_data",
     "prove_run",
+    "publish_tiles",
     "publish_to_witnesses",
     "published_checkpoints",
     "read_pages",

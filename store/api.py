@@ -118,6 +118,7 @@ from tlog.note import Verifier
 
 if TYPE_CHECKING:
     from store.atomic import AtomicJournal
+    from store.inbox.core import Inbox
 
 _NO_DATA: Any = object()
 
@@ -246,6 +247,12 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def is_shared(self) -> bool:
         """True when several processes may write the same state (PostgreSQL)."""
+
+    @property
+    def inbox(self) -> Inbox:
+        """The tenant's inbound-event inbox (:mod:`store.inbox`). UsageError for a store that
+        keeps none (every SQL store keeps one)."""
+        raise UsageError(f"a {type(self).__name__} keeps no inbox")
 
     @property
     def atomic(self) -> AtomicJournal | None:

@@ -29,6 +29,8 @@ Verbs (every one takes the store options below)::
     tlog-store subscriptions [--json]
     tlog-store unsubscribe ID
     tlog-store deliver [--once] [--batch N] [--timeout S] [--poll S]
+    tlog-store serve [--listen HOST:PORT]
+    tlog-store tiles --out DIR [--json]
     tlog-store event VERB ...      the inbound-event inbox (:mod:`store.cli_inbox`)
 
 Each verb is one call of the library — a :class:`~store.api.JournalStore` method or a function
@@ -93,6 +95,7 @@ from store import (
     DuplicateAdmissionError,
     DuplicateEffectError,
     FencedError,
+    JournalStore,
     KeptCheckpoint,
     Lease,
     LeaseHeldError,
@@ -116,7 +119,7 @@ from store import (
 )
 from store import cliparser as ui
 from store.batch import check_field
-from store.cli_inbox import event_verb
+from store.cli_inbox import INBOX_PUBLISH, event_verb
 from store.cliparser import verb
 from store.deliver import (
     DEFAULT_BATCH,
@@ -125,6 +128,8 @@ from store.deliver import (
     outbox_of,
     record_object,
 )
+from store.tilefiles import publish_tiles
+from store.tiles import StoreLog, tile_reads
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -446,11 +451,17 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     return _output(args, as_json, note)
 
 
-def _cmd_publish(args: argparse.Namespace) -> int:
+def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
+    """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`)."""
+    return store.inbox.log if inbox else store
+
+
+def _cmd_publish(args: argparse.Namespace, *, inbox: bool = False) -> int:
+    """``publish``, and with ``inbox`` ``event publish``: the same, on the inbox log."""
     if args.witness:
         if args.file is not None:
             raise UsageError("give FILE (a cosigned copy) or --witness, not both")
-        return _publish_to_witnesses(args)
+        return _publish_to_witnesses(args, inbox)
     for flag, value in (("--policy", args.policy), ("--timeout", args.timeout)):
         if value is not None:
             raise UsageError(f"{flag} goes with --witness")
@@ -461,11 +472,11 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     note = read_input(args.file, MAX_NOTE_SIZE)
     parse_note(note)  # refuse a malformed note here, with the note's own message
     with _open(args) as store:
-        write_stdout(store.add_cosignatures(note, witness_keys=witness_keys))
+        write_stdout(_log_of(store, inbox).add_cosignatures(note, witness_keys=witness_keys))
     return EXIT_OK
 
 
-def _publish_to_witnesses(args: argparse.Namespace) -> int:
+def _publish_to_witnesses(args: argparse.Namespace, inbox: bool) -> int:
     """``publish --witness``: :func:`store.publish.publish_to_witnesses`, then its report."""
     specs = [ui.parse_witness(w) for w in args.witness]
     if args.witness_key or args.witness_keys:
@@ -479,7 +490,8 @@ def _publish_to_witnesses(args: argparse.Namespace) -> int:
     clients = witness_clients(specs, timeout=timeout, what="--witness")
     try:
         with _open(args, key=True) as store:
-            done = publish_to_witnesses(store, clients, policy=policy, timeout=timeout)
+            log = _log_of(store, inbox)
+            done = publish_to_witnesses(log, clients, policy=policy, timeout=timeout)
     finally:
         for c in clients:
             c.close()
@@ -520,11 +532,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     run = ui.parse_run(args.run)
     with _open(args) as store:
         data = prove_run(store, run, sign=lambda: _sign_now(args)).format()
-    if is_stdin(args.out):
-        write_stdout(data)
-    else:
-        with output_file(args.out, ".tlog-store-", name_path=True) as f:
-            f.write(data)
+    ui.write_output(args.out, data)
     return EXIT_OK
 
 
@@ -698,6 +706,68 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- the log in public: tlog-tiles ----------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from store.tileserver import (  # noqa: PLC0415 - aiohttp
+        TileServer,
+        make_app,
+        request_logger,
+        serve,
+    )
+
+    host, port = ui.parse_listen(args.listen)
+    db, pg = ui.store_location(args)
+    handles: list[JournalStore] = []
+
+    def open_source(tenant: str) -> StoreLog:
+        handle = open_store(db=db, postgres=pg, tenant=tenant)
+        handles.append(handle)
+        return StoreLog(handle)
+
+    def announce(urls: list[str]) -> None:
+        write_stdout("".join(f"listening on {u}\n" for u in urls))
+
+    with _open(args) as store:
+        server = TileServer(tile_reads(store).tenants, open_source, logger=request_logger())
+        try:
+            serve(make_app(server), host=host, port=port, announce=announce)
+        finally:
+            for h in handles:
+                h.close()
+    return EXIT_OK
+
+
+def _cmd_tiles(args: argparse.Namespace) -> int:
+    out = utf8_arg(args.out, "--out")
+    db, pg = ui.store_location(args)
+    results = []
+    with _open(args) as store:
+        tenants = tile_reads(store).tenants()
+    for tenant in tenants:
+        with open_store(db=db, postgres=pg, tenant=tenant) as handle:
+            done = publish_tiles(StoreLog(handle), os.path.join(out, tenant))
+        results.append((tenant, done))
+        if not args.json:
+            write_stdout(f"{tenant} {done.old_size} -> {done.size}: {done.written} files\n")
+    if args.json:
+        _write_json(
+            {
+                "tenants": [
+                    {
+                        "tenant": t,
+                        "old_size": d.old_size,
+                        "size": d.size,
+                        "written": d.written,
+                    }
+                    for t, d in results
+                ]
+            }
+        )
+    return EXIT_OK
+
+
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
@@ -708,7 +778,7 @@ def command() -> Command:
         description="A journal store: hash-chained runs, their Merkle log, checkpoints, proofs.",
         epilog=ui.MAIN,
         statuses=_STATUSES,
-        # publish --witness and deliver need requests, --postgres psycopg.
+        # publish --witness and deliver need requests, serve aiohttp, --postgres psycopg.
         extras=("store", "postgres"),
         verbs=(
             verb("init", "initialise a store", ui.INIT, _cmd_init, ui.init_args, ui.KEY_JSON),
@@ -803,7 +873,31 @@ def command() -> Command:
                 ui.deliver_args,
                 ui.PLAIN,
             ),
-            event_verb(),
+            verb(
+                "serve",
+                "serve every tenant's log as tlog-tiles (HTTP)",
+                ui.SERVE,
+                _cmd_serve,
+                ui.serve_args,
+                ui.PLAIN,
+            ),
+            verb(
+                "tiles",
+                "write every tenant's log as tlog-tiles files",
+                ui.TILES,
+                _cmd_tiles,
+                ui.tiles_args,
+            ),
+            event_verb(
+                verb(
+                    "publish",
+                    "get the inbox checkpoint cosigned, or keep a cosigned copy",
+                    INBOX_PUBLISH,
+                    lambda a: _cmd_publish(a, inbox=True),
+                    ui.publish_args,
+                    ui.KEY,
+                )
+            ),
         ),
     )
 

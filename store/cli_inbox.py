@@ -21,6 +21,7 @@ Verbs (every one takes the store options)::
     tlog-store event receipt SOURCE ID [--out FILE]
     tlog-store event checkpoint [--json]                       sign the inbox log's checkpoint
     tlog-store event vkey                                      the inbox log's vkey
+    tlog-store event publish [FILE] [--witness URL=VKEY]... [--policy FILE]   as ``publish``
 
 An event's JSON form is :mod:`tlog.inbox`'s: ``{"source", "id", "kind", "keys": [[ns, value],
 …], "payload"}``. Exit statuses are ``tlog-store``'s: 0 done, 1 (``claim``, ``match``: nothing
@@ -40,8 +41,7 @@ from store import cliparser as ui
 from store.cliparser import JSON, KEY, KEY_JSON, PLAIN, verb
 from store.inbox.core import MAX_LIMIT, Inbox
 from store.inbox.values import Claimed, Wait, make_wait
-from store.sql import SQLStore
-from tlog.cli.files import input_name, is_stdin, output_file, read_input
+from tlog.cli.files import input_name, read_input
 from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_stdout
 from tlog.errors import MalformedError, UsageError
 from tlog.inbox import MAX_PAYLOAD, Event, event_from_json
@@ -58,8 +58,6 @@ MAX_BATCH = 10_000
 @contextmanager
 def _inbox(args: argparse.Namespace, *, key: bool = False) -> Iterator[Inbox]:
     with ui.open_store_of(args, key=key) as store:
-        if not isinstance(store, SQLStore):
-            raise UsageError(f"a {type(store).__name__} keeps no inbox")
         yield store.inbox
 
 
@@ -315,11 +313,7 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     with _inbox(args) as box:
         data = box.receipt(source, id_, sign=sign).format()
-    if is_stdin(args.out):
-        write_stdout(data)
-    else:
-        with output_file(args.out, ".tlog-store-", name_path=True) as f:
-            f.write(data)
+    ui.write_output(args.out, data)
     return EXIT_OK
 
 
@@ -466,8 +460,20 @@ _CHECKPOINT = "Signs and keeps the inbox log's current checkpoint (reads --key).
 _VKEY = "Prints the inbox log's vkey (the log key, named by the inbox origin).\n"
 
 
-def event_verb() -> Verb:
-    """The ``event`` verb of ``tlog-store``, with its subverbs."""
+INBOX_PUBLISH = """\
+'tlog-store publish' for the inbox log (origin <origin>/<tenant>/inbox): with --witness, signs
+its current checkpoint, has the witnesses cosign it (they follow the inbox log's origin and
+vkey, 'tlog-store event vkey') and keeps the cosignatures; with FILE, keeps a cosigned copy.
+Receipts carry the newest kept inbox checkpoint that covers their event.
+
+examples:
+  tlog-store event publish --witness http://127.0.0.1:7380/=WITNESS_VKEY
+"""
+
+
+def event_verb(*more: Verb) -> Verb:
+    """The ``event`` verb of ``tlog-store``, with its subverbs (and ``more``, declared by
+    :mod:`store.cli`: ``publish``, which shares ``tlog-store publish``'s handler)."""
     return Verb(
         "event",
         "the inbound-event inbox",
@@ -504,6 +510,7 @@ def event_verb() -> Verb:
                 KEY_JSON,
             ),
             verb("vkey", "print the inbox log's vkey", _VKEY, _cmd_vkey, None, PLAIN),
+            *more,
         ),
     )
 

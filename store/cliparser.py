@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from store.api import JournalStore
 from store.open import open_store
 from store.publish import DEFAULT_TIMEOUT
-from tlog.cli.files import input_name, read_input, read_key_file
-from tlog.cli.run import Verb, utf8_arg
+from tlog.cli.files import input_name, is_stdin, output_file, read_input, read_key_file
+from tlog.cli.run import Verb, utf8_arg, write_stdout
+from tlog.encoding import parse_decimal
 from tlog.errors import MalformedError, UsageError
 from tlog.journal import check_run_id, check_tenant
 from tlog.keys import SignerKey
@@ -121,6 +122,16 @@ def open_store_of(args: argparse.Namespace, *, key: bool = False) -> JournalStor
         raise UsageError(f"{db} is a directory, not a store file")
     signer = read_existing_log_key(key_path(args, db)) if key else None
     return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
+
+
+def write_output(path: str, data: bytes) -> None:
+    """``data`` to standard output (``-``) or atomically to the file ``path`` (a proof, a
+    receipt): never a truncated file that looks complete."""
+    if is_stdin(path):
+        write_stdout(data)
+        return
+    with output_file(path, ".tlog-store-", name_path=True) as f:
+        f.write(data)
 
 
 def parse_tenant(args: argparse.Namespace) -> str:
@@ -411,6 +422,37 @@ def deliver_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", metavar="N", help="records per request (default 100)")
     p.add_argument("--timeout", metavar="S", help="seconds to connect, and to wait (default 10)")
     p.add_argument("--poll", metavar="S", help="seconds between looks when idle (default 1)")
+
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks one)",
+    )
+
+
+def tiles_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, metavar="DIR", help="directory of the tile tree")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6: ``[HOST]:PORT``) as (host, port); port canonical decimal 0..65535."""
+    utf8_arg(text, "--listen")
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise MalformedError(f"--listen {text!r} is not HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise MalformedError(f"--listen {text!r}: write an IPv6 host in brackets, [HOST]:PORT")
+    if not host or any(c.isspace() or c < " " or c in "[]" for c in host):
+        raise MalformedError(f"--listen {text!r} has no usable host")
+    return host, parse_decimal(port_text, "--listen port", 65535)
 
 
 def parse_token_file(path: str) -> str:
@@ -790,4 +832,39 @@ receiver at once. On SQLite one is enough (its writes are serialised).
 examples:
   tlog-store deliver --once
   tlog-store deliver --postgres postgresql://app@db/journal --key log.key --batch 20
+"""
+
+SERVE = """\
+Serves every tenant's log read-only over HTTP as C2SP tlog-tiles (docs/tiles.md), until
+SIGTERM or SIGINT:
+  GET /<tenant>/checkpoint                 the latest kept checkpoint and its cosignatures
+  GET /<tenant>/tile/<L>/<N>[.p/<W>]       a hash tile (256 hashes when full)
+  GET /<tenant>/tile/entries/<N>[.p/<W>]   an entry bundle: the sealed heads, uint16_be(32) ||
+                                           head each
+Only what the latest kept checkpoint covers is served (404 beyond it; 400 for a tile path
+that is not canonical); keep checkpoints with 'tlog-store checkpoint' or 'publish'. Full tiles
+are sent with Cache-Control: public, max-age=31536000, immutable; the checkpoint and partial
+tiles with max-age=5. A new checkpoint is served within a second. Prints 'listening on URL'
+once it accepts connections, and one JSON line per request on standard error. Every tenant of
+the store is served (--tenant is not read). Needs the 'store' extra (aiohttp).
+
+examples:
+  tlog-store serve --db journal.db --listen 127.0.0.1:8080
+  curl http://127.0.0.1:8080/default/checkpoint
+"""
+
+TILES = """\
+Writes every tenant's log as tlog-tiles files under DIR/<tenant>/ -- the same paths and bytes
+'tlog-store serve' answers -- for a static web server (docs/tiles.md has an nginx sample).
+Later runs extend the tree from the checkpoint DIR holds: the tiles and bundles of every
+checkpoint kept since, then the latest checkpoint. Each file is written to a temporary file,
+fsynced and renamed, and the checkpoint last, once every tile it needs is durable: a crash
+leaves the previous tree, which the next run completes. A file already there with other bytes,
+or a DIR checkpoint of another origin, a larger size or another root for its size, stops the
+run with status 1 and writes nothing over it. Prints 'TENANT OLD_SIZE -> SIZE: N files' per
+tenant; --json prints {"tenants": [{tenant, old_size, size, written}]}. Every tenant of the
+store is published (--tenant is not read).
+
+examples:
+  tlog-store tiles --db journal.db --out /srv/www/journal
 """

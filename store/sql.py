@@ -15,6 +15,7 @@ commit-unknown rule, reconnecting). The store is built of parts, one concept eac
  :mod:`store.reads`      records, heads, seals, the tree and proofs, the indexes
  :mod:`store.notes`      signed checkpoints: sign, merge cosignatures, import
  :mod:`store.outbox`     subscriptions and delivery cursors (the journal as an outbox)
+ :mod:`store.tilereads`  tlog-tiles reads: a tile's stored hashes, a bundle's sealed heads
  :mod:`store.sql`        :class:`SQLStore`, the whole store; initialisation
 ======================  ===================================================================
 
@@ -102,6 +103,7 @@ from store.schema import (
     schema,
     upgrade,
 )
+from store.tilereads import TileReads
 from store.writes import JournalWrites
 
 if TYPE_CHECKING:
@@ -111,7 +113,7 @@ from tlog.keys import SignerKey, parse_vkey
 from tlog.note import TYPE_ED25519, check_key_name
 
 
-class SQLStore(JournalWrites, JournalReads, CheckpointNotes, JournalOutbox):
+class SQLStore(JournalWrites, JournalReads, CheckpointNotes, JournalOutbox, TileReads):
     """A journal store over one SQL database through a :class:`Dialect`.
 
     Requires: the database was initialised (:meth:`initialise`), else :class:`UsageError`

@@ -371,7 +371,7 @@ SESSIONS: dict[str, Session] = {
         port=7380,
     ),
 }
-COUNTS = (19, 16, 3)  # command blocks run here, run elsewhere, skipped
+COUNTS = (20, 18, 3)  # command blocks run here, run elsewhere, skipped
 
 
 def session_steps(doc: str, cwd: Path) -> list[Step]:
@@ -471,9 +471,10 @@ def test_auditor_guide_runs_as_written(tmp_path: Path) -> None:
 
 def test_embedder_guide_commands_run_as_written(tmp_path: Path) -> None:
     """The embedder guide's command lines (its Python runs in test_embedder_guide.py): init,
-    the outbox's verbs, then export and restore in one command each."""
+    the outbox's verbs, export and restore in one command each, and the inbox's journey (a
+    message buffered twice, claimed by its waiting run, journaled, its receipt verified)."""
     run = run_doc("docs/embedder-guide.md", tmp_path)
-    assert len(run) == 3
+    assert len(run) == 4
     assert (tmp_path / "new.db").exists()
 
 

@@ -297,6 +297,7 @@ _NEEDS_AN_EXTRA = [
         "store",
         "requests",
     ),
+    (["tlog-store", "serve", "--db", "{tmp}/journal.db"], "store", "aiohttp"),
 ]
 
 
@@ -308,9 +309,10 @@ _NEEDS_AN_EXTRA = [
 def test_a_verb_that_needs_an_extra_names_it(
     venv: Venv, tmp_path: Path, argv: list[str], extra: str, module: str
 ) -> None:
-    if argv[:2] == ["tlog-store", "publish"]:
+    if argv[:2] in (["tlog-store", "publish"], ["tlog-store", "serve"]):
         init = venv.run(["tlog-store", "init", "--db", f"{tmp_path}/journal.db", "--origin", "x.y"])
         assert init.returncode == 0, init.stderr
+    if argv[:2] == ["tlog-store", "publish"]:
         argv = [*argv[:-1], argv[-1] + _WITNESS_VKEY]
     proc = venv.run([a.replace("{tmp}", str(tmp_path)) for a in argv], cwd=tmp_path)
     assert (proc.returncode, proc.stdout) == (2, "")

@@ -80,6 +80,11 @@ def test_store_uses_only_the_witness_client_and_only_to_publish() -> None:
     assert {(f, m) for f, m in found} == {("publish.py", "witness.client")}
 
 
+def test_store_uses_aiohttp_only_in_its_tile_server() -> None:
+    found = {f for f, _, m in imports("store") if top(m) == "aiohttp"}
+    assert found == {"tileserver.py"}
+
+
 def test_tlog_imports_only_the_standard_library_and_its_crypto() -> None:
     bad = [
         (f, n, m)

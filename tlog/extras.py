@@ -13,9 +13,10 @@ extra        modules                            what needs them
                                                 event loop where it installs),
                                                 ``pull-logs URL`` and ``conformance``
                                                 (requests)
-``store``    requests                           ``tlog-store publish --witness`` (the witness
+``store``    requests, aiohttp                  ``tlog-store publish --witness`` (the witness
                                                 client) and ``deliver`` (the outbox's
-                                                pushes); the journal itself needs only SQLite
+                                                pushes), ``serve`` (the tile server,
+                                                aiohttp); the journal itself needs only SQLite
 ``postgres`` psycopg                            ``--postgres`` of ``tlog-store`` and
                                                 ``tlog-witness``
 ``all``      all of the above
@@ -39,7 +40,7 @@ DISTRIBUTION = "tlog-toolkit"
 
 EXTRAS: dict[str, frozenset[str]] = {
     "witness": frozenset({"aiohttp", "uvloop", "requests"}),
-    "store": frozenset({"requests"}),
+    "store": frozenset({"requests", "aiohttp"}),
     "postgres": frozenset({"psycopg"}),
 }
 """Each extra (but ``all``, which is all of them) and the top-level modules it installs."""

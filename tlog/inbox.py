@@ -21,6 +21,9 @@ a reply). It has five fields:
                 :data:`MAX_PAYLOAD` bytes canonical
 =============  ==================================================================================
 
+All of it Unicode text (no lone surrogate), and the event's entry (below) at most
+:data:`MAX_ENTRY_SIZE` bytes.
+
 The event's JSON form (what ``tlog-store event buffer`` reads and every listing prints) is the
 object ``{"source", "id", "kind", "keys": [[namespace, value], …], "payload"}``; the Python
 API takes keys in any order and puts them in canonical order (:func:`make_event`), the JSON
@@ -108,7 +111,9 @@ MAX_KEYS = 16
 MAX_PAYLOAD = MAX_RECORD_SIZE
 """Bytes of a payload's canonical JSON."""
 MAX_ENTRY_SIZE = 16 * 1024
-"""Bytes of an entry: 16 keys of 256 + 256 characters (4 bytes each in UTF-8 at most) fit."""
+"""Bytes of an entry. Every event of ASCII labels fits (16 keys of 256 + 256 characters);
+:func:`make_event` refuses an event whose entry would not (labels of many multi-byte
+characters), so that every buffered event's entry fits a receipt's extra data."""
 
 _EVENT_FIELDS = frozenset({"source", "id", "kind", "keys", "payload"})
 _ENTRY_FIELDS = frozenset({"id", "keys", "kind", "payload_sha256", "received_at", "source", "v"})
@@ -192,7 +197,15 @@ def make_event(source: str, id: str, kind: str, keys: object, payload: Any) -> E
         raise MalformedError(
             f"the payload is {len(raw)} bytes of canonical JSON, more than {MAX_PAYLOAD}"
         )
-    return Event(source, id, kind, ordered, payload, raw)
+    event = Event(source, id, kind, ordered, payload, raw)
+    # Its entry (at the latest time one can hold) must be Unicode text that fits a receipt:
+    # a lone surrogate has no UTF-8, and 16 keys of 4-byte characters exceed MAX_ENTRY_SIZE.
+    size = len(Entry.of(event, MAX_SAFE_INT).encode())
+    if size > MAX_ENTRY_SIZE:
+        raise MalformedError(
+            f"the event's inbox entry would be {size} bytes, more than {MAX_ENTRY_SIZE}"
+        )
+    return event
 
 
 def event_from_json(value: object) -> Event:

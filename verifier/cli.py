@@ -9,6 +9,8 @@ Verbs (``docs/auditor-guide.md`` explains each check and what a verdict means)::
                                    [--require-record-signatures] [--origin O] TIME [--json]
     tlog-verify checkpoint NOTE    TRUST [--origin O] TIME [--json]
     tlog-verify consistency OLD NEW [--proof FILE] TRUST [--origin O] TIME [--json]
+    tlog-verify follow URL         TRUST --state FILE [--evidence DIR] [--once] [--interval S]
+                                   [--verify-entries] [--timeout S] [--no-progress] TIME [--json]
 
     TRUST: --policy FILE [--log-vkey VKEY]
            | --log-vkey VKEY [--witness VKEY --witness VKEY ... --quorum K]
@@ -55,6 +57,7 @@ module parses, calls and prints.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -64,6 +67,8 @@ from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.policy import DEFAULT_MAX_SKEW, Policy, TimePolicy
 from verifier.export import verify_export_file
+from verifier.follow import DEFAULT_TIMEOUT as DEFAULT_FOLLOW_TIMEOUT
+from verifier.follow import follow, follow_once
 from verifier.progress import ProgressBar, progress_wanted
 from verifier.proofs import verify_checkpoint_file, verify_consistency_files, verify_proof_file
 from verifier.report import EXIT_UNUSABLE, Failure, Report, failure_from
@@ -191,6 +196,51 @@ def _cmd_consistency(args: argparse.Namespace) -> Report:
     return _with_inputs(report, args)
 
 
+def _cmd_follow(args: argparse.Namespace) -> Report:
+    url = option_text(args.url, "URL")
+    state = option_text(args.state, "--state")
+    evidence = _optional(args.evidence, "--evidence")
+    interval = option_number(args.interval, "--interval")
+    timeout = option_number(args.timeout, "--timeout")
+    if interval == 0 or timeout == 0:
+        raise UsageError("--interval and --timeout must be at least 1 second")
+    policy = _policy(args)
+    wanted = progress_wanted(sys.stderr, disabled=args.no_progress)
+
+    def one_round() -> Report:
+        bar = ProgressBar(sys.stderr, "tlog-verify: follow") if wanted else None
+        try:
+            report = follow_once(
+                url,
+                policy=policy,
+                state=state,
+                time_policy=_time_policy(args),  # the clock of this round
+                evidence=evidence,
+                verify_entries=args.verify_entries,
+                progress=bar,
+                timeout=float(timeout or DEFAULT_FOLLOW_TIMEOUT),
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        return _with_inputs(report, args)
+
+    if args.once:
+        return one_round()
+
+    def on_round(report: Report) -> None:
+        if report.status == EXIT_UNUSABLE and report.failure is not None:
+            write_error(PROG, "follow", f"round skipped: {report.failure.message}")
+        elif report.valid:
+            facts = report.facts
+            if args.json:
+                _write(json.dumps(report.to_json(), ensure_ascii=False) + "\n")
+            else:
+                _write(f"{facts.get('origin')} size {facts.get('size')} {facts.get('root')}\n")
+
+    return follow(one_round, interval=float(interval or 60), on_round=on_round)
+
+
 def _with_inputs(report: Report, args: argparse.Namespace) -> Report:
     """``report`` with the auditor's own inputs (policy, kept checkpoint) among its inputs."""
     if args.policy is not None:
@@ -307,6 +357,35 @@ examples:
 """
 
 
+_EPILOG_FOLLOW = """\
+Follows the C2SP tlog-tiles log at URL (docs/tiles.md; 'tlog-store serve' or the files of
+'tlog-store tiles'): fetches URL/checkpoint, judges it under TRUST and TIME as 'tlog-verify
+checkpoint' does, and accepts it only when it is consistent with the last accepted checkpoint,
+the --state FILE (none yet: the first checkpoint that verifies is accepted). Consistency is
+proved from the tiles: only those the proof needs are fetched, and they must hash to the new
+checkpoint's root. --verify-entries also fetches the entry bundles of the new positions and
+checks that they extend the accepted tree to the new root (a progress bar on a terminal when
+catching up). The accepted checkpoint is written to --state atomically; it never moves back.
+
+Detections (status 1, the state is left as it was): the log goes back to a smaller size; two
+roots for one size; a checkpoint inconsistent with the state; a tile or bundle that does not
+hash to the checkpoint (rewritten, cut, reordered); a checkpoint without a trusted log
+signature, with a bad signature of a trusted key, or short of the quorum. Each writes evidence
+into a new directory under --evidence DIR (default <state>.evidence): checkpoint.old,
+checkpoint.new, consistency-proof when one was computed, and reason, for a third party to
+check with 'tlog-verify consistency checkpoint.old checkpoint.new --proof consistency-proof'.
+
+Without --once it runs a round every --interval S seconds (default 60), printing
+'ORIGIN size N ROOT' (--json: the round's report on one line) for each accepted round, until
+a detection (status 1) or an interrupt; a round whose fetch fails is reported on standard error
+and the next one tried. With --once a fetch that fails is status 2.
+
+examples:
+  tlog-verify follow https://example.com/journal/acme/ --policy auditor.policy \\
+      --state acme.checkpoint --once --verify-entries
+"""
+
+
 def _trust_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("trust")
     g.add_argument("--policy", metavar="FILE", help="tlog-policy file (logs, witnesses, quorum)")
@@ -368,6 +447,24 @@ def _checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="NOTE", help="the checkpoint note (- for standard input)")
     _trust_args(p)
     p.add_argument("--origin", metavar="ORIGIN", help="the checkpoint must be of this origin")
+
+
+def _follow_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url", metavar="URL", help="the log's tlog-tiles URL prefix (http(s)://...)")
+    _trust_args(p)
+    p.add_argument("--state", required=True, metavar="FILE", help="the last accepted checkpoint")
+    p.add_argument(
+        "--evidence", metavar="DIR", help="where detections go (default <state>.evidence)"
+    )
+    p.add_argument("--once", action="store_true", help="one round, then exit")
+    p.add_argument("--interval", metavar="S", help="seconds between rounds (default 60)")
+    p.add_argument(
+        "--verify-entries", action="store_true", help="check the entry bundles of new positions"
+    )
+    p.add_argument(
+        "--timeout", metavar="S", help=f"seconds per request (default {DEFAULT_FOLLOW_TIMEOUT:g})"
+    )
+    p.add_argument("--no-progress", action="store_true", help="never draw a progress bar")
 
 
 def _consistency_args(p: argparse.ArgumentParser) -> None:
@@ -452,6 +549,13 @@ def command() -> Command:
                 _EPILOG_CONSISTENCY,
                 _cmd_consistency,
                 _consistency_args,
+            ),
+            Verb(
+                "follow",
+                "follow a tiled log: accept only consistent checkpoints",
+                _EPILOG_FOLLOW,
+                _cmd_follow,
+                _follow_args,
             ),
         ),
         statuses=_STATUSES,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
 from store.db import Tx, check_int
-from store.errors import CorruptError
+from store.errors import CorruptError, FencedError
 from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
 from store.inbox.values import (
@@ -48,6 +48,7 @@ from tlog.inbox import (
     Event,
     delivery_data,
     keys_json,
+    make_event,
 )
 from tlog.journal import Record, check_effect_key, check_run_id
 from tlog.note import parse_note
@@ -141,9 +142,12 @@ class Inbox:
         return self._store._now(tx)
 
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
+        # In sorted order, so that two transactions never wait for each other's keys. The
+        # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
+        # text cannot hold NUL. A hash collision of two names only serialises more.
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
-                tx, f"inbox\x00{self._tenant}\x00{kind}\x00{ns}\x00{value}", shared=False
+                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
             )
 
     # --- reading rows --------------------------------------------------------------------------
@@ -178,10 +182,7 @@ class Inbox:
         """:meth:`buffer` of each of ``events``, atomically, in order (an event twice in the
         batch: the second is a duplicate)."""
         for e in events:
-            if not isinstance(e, Event):
-                raise UsageError(
-                    f"buffer takes Event values (tlog.inbox.make_event), not {type(e).__name__}"
-                )
+            _checked_event(e, "buffer")
         if not events:
             return []
         tenant = self._tenant
@@ -267,9 +268,11 @@ class Inbox:
         while True:
             best: tuple[int, str, str] | None = None
             for ns, value in ev.keys:
+                # By number alone (a wait's own; unique in a key's range): the first entry of
+                # inbox_wait_match's range, not a sort of every wait on the key.
                 row = tx.one(
                     "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                    " AND namespace = ? AND value = ? ORDER BY number, run, effect_key LIMIT 1",
+                    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1",
                     (tenant, ev.kind, ns, value),
                 )
                 if row is not None:
@@ -286,16 +289,17 @@ class Inbox:
             )
             if gone == 0 or not waits:
                 continue  # another event took this wait first: the next oldest
-            if not self._claim_row(tx, ev, run, now):
+            if not self._claim_row(tx, ev, run, effect, now):
                 raise _Taken
             return waits[0]
 
-    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, now: int) -> bool:
-        """Claim live ``ev`` for ``run`` (the arbiter); drop its match rows when it was won."""
+    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, effect: str, now: int) -> bool:
+        """Claim live ``ev`` for ``run``'s wait ``effect`` (the arbiter); drop its match rows
+        when it was won."""
         n = tx.execute(
-            "UPDATE inbox_event SET claimed_by = ?, claimed_at = ?, held = ?"
+            "UPDATE inbox_event SET claimed_by = ?, claimed_for = ?, claimed_at = ?, held = ?"
             " WHERE tenant = ? AND source = ? AND id = ? AND claimed_by IS NULL AND NOT dead",
-            (run, now, True, self._tenant, ev.source, ev.id),
+            (run, effect, now, True, self._tenant, ev.source, ev.id),
         )
         if n != 1:
             return False
@@ -409,7 +413,8 @@ class Inbox:
             (tenant, wait.run, wait.kind),
         ):
             mine = stored_event(held_row)
-            if wanted & set(mine.keys):
+            # This wait's own event only: another wait of the run gets its own back.
+            if mine.claimed_for == wait.effect_key and wanted & set(mine.keys):
                 self._retire(tx, wait)
                 return Claimed(mine, wait, recovered=True)
         for _ in range(1000):
@@ -429,7 +434,7 @@ class Inbox:
             ev = self._event(tx, best[1], best[2])
             if ev is None:
                 raise CorruptError(f"match row of event {best[1]}/{best[2]} has no event")
-            if self._claim_row(tx, ev, wait.run, now):
+            if self._claim_row(tx, ev, wait.run, wait.effect_key, now):
                 self._retire(tx, wait)
                 got = self._event(tx, ev.source, ev.id)
                 assert got is not None
@@ -458,8 +463,7 @@ class Inbox:
             check_run_id(run)
         except MalformedError as e:
             raise UsageError(str(e)) from None
-        if not isinstance(event, Event):
-            raise UsageError("deliver takes an Event (tlog.inbox.make_event)")
+        _checked_event(event, "deliver")
         tenant = self._tenant
 
         def work(tx: Tx) -> Targeted:
@@ -481,8 +485,8 @@ class Inbox:
             size = self._log._lock_log(tx)
             tx.execute(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
-                " payload_hash, received_at, claimed_by, claimed_at, held, dead)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " payload_hash, received_at, claimed_by, claimed_at, held, dead, claimed_for)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tenant,
                     event.source,
@@ -497,6 +501,7 @@ class Inbox:
                     now,
                     True,
                     False,
+                    chosen.effect_key,
                 ),
             )
             self._append_leaves(tx, size, [Entry.of(event, now).leaf])
@@ -522,6 +527,13 @@ class Inbox:
                 holder = "nobody" if ev.claimed_by is None else f"run {ev.claimed_by}"
                 raise UsageError(f"event {source}/{id} is claimed by {holder}, not by run {run}")
             if ev.delivered_seq is not None:
+                # The retry is fenced as the first call was: a holder whose lease was taken
+                # over is told so, not handed the record as if it had resumed the run.
+                lease = tx.one(
+                    "SELECT epoch FROM run_lease WHERE tenant = ? AND run = ?", (self._tenant, run)
+                )
+                if lease is not None and lease[0] != epoch:
+                    raise FencedError(run, epoch, stored_int(lease[0], "lease epoch"))
                 row = tx.one(
                     f"SELECT {RECORD_COLUMNS} FROM journal"  # noqa: S608
                     " WHERE tenant = ? AND run = ? AND seq = ?",
@@ -757,6 +769,26 @@ class Inbox:
         raw = ev.entry.encode()
         merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
         return TlogProof(ev.position, tuple(hashes), note, raw)
+
+
+def _checked_event(event: object, verb: str) -> Event:
+    """``event`` when it is an Event exactly as :func:`tlog.inbox.make_event` gives it (a
+    hand-built one could store keys out of order, a source the format refuses, or payload bytes
+    that are not its payload's: a corrupt row and an entry no receipt can carry)."""
+    if not isinstance(event, Event):
+        raise UsageError(
+            f"{verb} takes Event values (tlog.inbox.make_event), not {type(event).__name__}"
+        )
+    try:
+        same = make_event(event.source, event.id, event.kind, event.keys, event.payload)
+    except MalformedError as e:
+        raise UsageError(f"{verb}: event {event.source!r}/{event.id!r}: {e}") from None
+    if same != event:
+        raise UsageError(
+            f"{verb}: event {event.source}/{event.id} is not as tlog.inbox.make_event gives it"
+            " (keys in canonical order, payload_bytes its payload's canonical JSON)"
+        )
+    return event
 
 
 def _checked_wait(wait: object) -> Wait:

@@ -1,12 +1,13 @@
 """The inbox's schema: a third schema on the storage engine, beside the journal's.
 
-Tables (created idempotently by :func:`ensure`; the tenant leads every key and every index, so
+Tables (created idempotently by :func:`create`; the tenant leads every key and every index, so
 that a range over one tenant's rows cannot see another's — one tenant's event can never match
 another tenant's waiting run, even with identical correlation values)::
 
     inbox_meta   (singleton=1, schema_version)
     inbox_event  (tenant, source, id, position, kind, keys, payload, payload_hash, received_at,
-                  claimed_by, claimed_at, held, dead, dead_reason, dead_at, delivered_seq)
+                  claimed_by, claimed_at, held, dead, dead_reason, dead_at, delivered_seq,
+                  claimed_for)
                  PK (tenant, source, id)              the dedup key: the pair, never id alone
                  UNIQUE (tenant, position)            the event's leaf in the inbox log
                  index inbox_event_live (tenant, received_at, position)
@@ -31,7 +32,9 @@ Columns: ``keys`` is the canonical JSON of the event's keys (:func:`tlog.inbox.k
 ``payload`` the canonical JSON of its payload, SQL NULL once erased (shed by ``unsubscribe`` or
 ``erase``), while ``payload_hash`` stays; ``held`` is true from the claim until the claiming
 run unsubscribes; ``delivered_seq`` is the seq of the run's ``EventDelivered`` record once
-journaled. Times are the store clock's whole seconds.
+journaled; ``claimed_for`` is the effect key of the wait the claim satisfied, so that a run's
+crash-recovery re-claim gives each of its waits back its own event, never another wait's.
+Times are the store clock's whole seconds.
 
 The inbox log lives in the journal schema's log tables (``log_state``, ``tree_hash``,
 ``checkpoint``, ``witness_key``), under the log name ``<tenant>/inbox``: a tenant has no ``/``,
@@ -77,6 +80,7 @@ DDL = (
         dead_reason TEXT,
         dead_at BIGINT,
         delivered_seq BIGINT,
+        claimed_for {key},
         CONSTRAINT inbox_event_pk PRIMARY KEY (tenant, source, id),
         CONSTRAINT inbox_event_position UNIQUE (tenant, position))""",
     """CREATE INDEX IF NOT EXISTS inbox_event_live
@@ -122,7 +126,7 @@ STORED = StoredValues(CorruptError)
 
 EVENT_COLUMNS = (
     "source, id, position, kind, keys, payload, payload_hash, received_at, claimed_by,"
-    " claimed_at, held, dead, dead_reason, dead_at, delivered_seq"
+    " claimed_at, held, dead, dead_reason, dead_at, delivered_seq, claimed_for"
 )
 """The columns :func:`store.inbox.values.stored_event` reads, in its order."""
 

@@ -102,7 +102,8 @@ class StoredEvent:
     its payload was shed or erased (``payload_sha256`` stays). ``claimed_by`` is the run that
     claimed it (None: unclaimed); ``held`` is true until that run unsubscribes; ``dead`` with
     ``dead_reason`` and ``dead_at`` for a dead letter; ``delivered_seq`` the seq of the run's
-    ``EventDelivered`` record once journaled."""
+    ``EventDelivered`` record once journaled; ``claimed_for`` the effect key of the wait the
+    claim satisfied."""
 
     source: str
     id: str
@@ -120,6 +121,7 @@ class StoredEvent:
     dead_reason: str | None = None
     dead_at: int | None = None
     delivered_seq: int | None = None
+    claimed_for: str | None = None
 
     @property
     def entry(self) -> Entry:
@@ -159,6 +161,7 @@ class StoredEvent:
             obj["payload"] = self.payload
         if self.claimed_by is not None:
             obj["claimed_by"] = self.claimed_by
+            obj["claimed_for"] = self.claimed_for
             obj["claimed_at"] = self.claimed_at
             obj["held"] = self.held
         if self.dead:
@@ -255,6 +258,7 @@ def stored_event(row: Sequence[Any]) -> StoredEvent:
         dead_reason,
         dead_at,
         delivered_seq,
+        claimed_for,
     ) = row
     source = STORED.text(source, "event source")
     id_ = STORED.text(id_, "event id")
@@ -283,6 +287,7 @@ def stored_event(row: Sequence[Any]) -> StoredEvent:
         None if dead_reason is None else STORED.text(dead_reason, "dead-letter reason"),
         _opt_int(dead_at, "dead-letter time"),
         _opt_int(delivered_seq, "delivery seq"),
+        None if claimed_for is None else STORED.text(claimed_for, "claiming wait"),
     )
 
 

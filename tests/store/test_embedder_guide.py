@@ -24,8 +24,9 @@ import pytest
 
 import store
 from tests.conftest import REQUIRE_POSTGRES, postgres_reason
+from tests.servers import ServerThread
 from tests.store.test_outbox import Receiver
-from tests.witness.test_client import ServerThread, start_witness
+from tests.witness.test_client import start_witness
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "embedder-guide.md"
 
@@ -71,6 +72,13 @@ def test_the_guide_has_a_recipe_for_every_verb() -> None:
         "Deliverer(",
         "require_atomic(",
         ".join(",
+        ".buffer(",
+        ".wait(",
+        ".journal_delivery(",
+        ".receipt(",
+        ".sweep(",
+        ".dead_letters(",
+        ".waiting(",
     ):
         assert call in code, call
 

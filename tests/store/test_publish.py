@@ -27,8 +27,9 @@ import pytest
 from store.api import Append
 from store.open import open_store
 from tests.clirunner import clean_env_fixture
+from tests.servers import ServerThread
 from tests.store.test_cli import ENV_VARS, ORIGIN, ok, run
-from tests.witness.test_client import ServerThread, Witness, refused_url, start_witness
+from tests.witness.test_client import Witness, refused_url, start_witness
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import TYPE_COSIGNATURE_V1
 from tlog.export import verify_export

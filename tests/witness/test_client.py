@@ -21,10 +21,8 @@ tests/witness/test_conformance.py and tests/store/test_publish.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +36,7 @@ from aiohttp.typedefs import Handler, Middleware
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.servers import ServerThread
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import CosignatureV1Signer, SubtreeV1Signer, timestamp_of
 from tlog.encoding import b64encode
@@ -70,48 +69,6 @@ LOG_SEED = hashlib.sha256(b"client test log").digest()
 
 
 # --- servers in a background event loop ---------------------------------------------------------
-
-
-class ServerThread:
-    """An asyncio loop in a daemon thread that serves aiohttp apps on 127.0.0.1 ports."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.runners: list[web.AppRunner] = []
-
-    def __enter__(self) -> ServerThread:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def serve(self, app: web.Application) -> str:
-        """Start ``app`` on a free port; return its base URL ``http://127.0.0.1:PORT``."""
-
-        async def start() -> str:
-            runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-            await runner.setup()
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            site = web.SockSite(runner, sock)
-            await site.start()
-            self.runners.append(runner)
-            return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-        return asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-
-    def close(self) -> None:
-        async def stop() -> None:
-            for r in self.runners:
-                await r.cleanup()
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from tests import clirunner
-from tests.witness.test_client import FakeLog, ServerThread, refused_url, start_witness
+from tests.servers import ServerThread
+from tests.witness.test_client import FakeLog, refused_url, start_witness
 from tlog.cosignature import CosignatureV1Signer
 from tlog.errors import UsageError
 from tlog.keys import format_vkey, generate_key

@@ -1,0 +1,131 @@
+"""The journal's reads for tlog-tiles: a tile's hashes, a bundle's sealed heads, the tenants.
+
+What :mod:`store.tiles` serves and publishes is read here, each in one read transaction, at a
+cost that does not grow with the log:
+
+* :meth:`TileReads.tile_hashes` — tile ``(level, index)`` of width ``W`` is the ``W`` stored
+  hashes of Merkle height ``8·level`` and indexes ``index·256 … index·256+W−1``, at the
+  positions :func:`tlog.merkle.stored_hash_index` gives (table ``tree_hash``): **one** SELECT
+  with the dialect's ``any_of``, never a walk of the log. A level ≥ 1 hash is the root of a
+  complete subtree of 256^level leaves, which the store keeps once it is complete, so a tile
+  whose hashes are complete in the log is always there in full.
+* :meth:`TileReads.sealed_heads` — the entries of a bundle are the sealed heads at log
+  positions ``[start, start+count)``: one range query on ``run_seal`` (UNIQUE (tenant,
+  position)), and, in the same snapshot, the level-0 stored hashes of those positions, so that
+  every head is checked to be the leaf the log holds (``SHA-256(0x00 ‖ head)``) before it is
+  handed out. A position without a sealed run (a deleted run) or whose head is not its leaf is
+  :class:`~store.errors.CorruptError`: a bundle is never built with a hole or a wrong entry.
+* :meth:`TileReads.latest_note` — the latest kept checkpoint note, by size (one row), and
+  :meth:`TileReads.kept_sizes`, the sizes of the kept checkpoints after a size.
+* :meth:`TileReads.tenants` — every tenant of the database that keeps a checkpoint.
+"""
+
+from __future__ import annotations
+
+from store.db import Tx, check_int
+from store.errors import CorruptError
+from store.schema import stored_hash, stored_int, stored_note, stored_text
+from store.sqlcore import SQLCore
+from tlog import merkle
+from tlog.errors import UsageError
+from tlog.tiles import TILE_HEIGHT, TILE_WIDTH
+
+__all__ = ["TileReads"]
+
+
+class TileReads(SQLCore):
+    """The tlog-tiles reads of :class:`store.sql.SQLStore` (see the module docstring)."""
+
+    def tile_hashes(self, level: int, index: int, width: int) -> bytes:
+        """The bytes of tile (``level``, ``index``) of ``width`` hashes: 32·width bytes.
+
+        The ``width`` hashes must be complete in the log (``(index·256 + width)·256^level``
+        leaves at most the log's size): UsageError otherwise. One SELECT.
+        """
+        check_int(level, "tile level", 0, 63)
+        check_int(index, "tile index", 0)
+        check_int(width, "tile width", 1, TILE_WIDTH)
+        height = TILE_HEIGHT * level
+        first = index * TILE_WIDTH
+        wanted = [merkle.stored_hash_index(height, k) for k in range(first, first + width)]
+
+        def work(tx: Tx) -> bytes:
+            size = self._log_size(tx)
+            if (first + width) << height > size:
+                raise UsageError(
+                    f"tile {level}/{index} of width {width} is not complete in the log's "
+                    f"size {size}"
+                )
+            return b"".join(self._reader(tx).read_hashes(wanted))
+
+        return self._read(work)
+
+    def sealed_heads(self, start: int, count: int) -> list[bytes]:
+        """The sealed heads at log positions ``[start, start+count)``, each checked to be the
+        log's leaf there (see the module docstring). ``count`` is 1..256; the positions must be
+        in the log (UsageError otherwise)."""
+        check_int(start, "first position", 0)
+        check_int(count, "count", 1, TILE_WIDTH)
+        end = start + count
+
+        def work(tx: Tx) -> list[bytes]:
+            size = self._log_size(tx)
+            if end > size:
+                raise UsageError(f"positions {start}..{end - 1} are not all in the log's {size}")
+            rows = tx.all(
+                "SELECT position, head FROM run_seal WHERE tenant = ? AND position >= ?"
+                " AND position < ? ORDER BY position",
+                (self._tenant, start, end),
+            )
+            heads: list[bytes] = []
+            for position, head in rows:
+                at = stored_int(position, "log position")
+                if at != start + len(heads):
+                    break
+                heads.append(stored_hash(head, f"sealed head at position {at}"))
+            if len(heads) != count:
+                raise CorruptError(
+                    f"log position {start + len(heads)} has no sealed run (deleted?): "
+                    "its entry bundle cannot be built"
+                )
+            leaves = self._reader(tx).read_hashes(
+                [merkle.stored_hash_index(0, p) for p in range(start, end)]
+            )
+            for i, (head, leaf) in enumerate(zip(heads, leaves, strict=True)):
+                if merkle.leaf_hash(head) != leaf:
+                    raise CorruptError(
+                        f"the sealed head at log position {start + i} is not the log's leaf there"
+                    )
+            return heads
+
+        return self._read(work)
+
+    def latest_note(self) -> bytes | None:
+        """The kept checkpoint note of the largest size, or None when none is kept."""
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT size, note FROM checkpoint WHERE tenant = ? ORDER BY size DESC LIMIT 1",
+                (self._tenant,),
+            )
+        )
+        if row is None:
+            return None
+        return stored_note(row[1], f"checkpoint {row[0]}")[0]
+
+    def kept_sizes(self, after: int = -1) -> list[int]:
+        """The sizes of the kept checkpoints larger than ``after``, increasing (one query)."""
+        check_int(after, "size", -1)
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT size FROM checkpoint WHERE tenant = ? AND size > ? ORDER BY size",
+                (self._tenant, after),
+            )
+        )
+        return [stored_int(r[0], "checkpoint size") for r in rows]
+
+    def tenants(self) -> list[str]:
+        """Every tenant of this database that keeps at least one checkpoint, bytewise order."""
+        rows = self._read(
+            lambda tx: tx.all("SELECT DISTINCT tenant FROM checkpoint ORDER BY tenant")
+        )
+        return [stored_text(r[0], "tenant") for r in rows]

@@ -1,0 +1,219 @@
+"""``tlog-store serve`` and ``tlog-store tiles``: the log in public, on a real loopback server.
+
+C2SP tlog-tiles (docs/specs.md §6; TT-n its checklist) and docs/tiles.md: every tenant at
+``/<tenant>/``, the checkpoint as ``text/plain; charset=utf-8`` cached a few seconds, tiles as
+``application/octet-stream``, full ones immutable; 404 beyond the latest checkpoint, 400 for a
+path that is not canonical. The served bytes and the files ``tiles`` writes are the same, for a
+store of several tenants and for Tessera's log (testdata/tessera).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store import open_store
+from store.cli import main
+from store.tiles import StoreLog
+from store.tileserver import TileServer, make_app
+from tests.clirunner import call_main, expect_ok, one_error_line, read_until_listening
+from tests.conftest import Backend
+from tests.servers import ServerThread, get
+from tests.store.helpers import FakeClock, StoreFactory
+from tests.store.test_tiles import TESSERA, seal_runs, tessera_log, tree_files
+
+
+@pytest.fixture
+def servers() -> Iterator[ServerThread]:
+    with ServerThread() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store: tenant a with 600 sealed runs and checkpoints at 100, 300 and 600 (and 5
+    more runs no checkpoint names), b with 3, c with runs but no checkpoint."""
+    tmp_path = tmp_path_factory.mktemp("template")
+    path = str(tmp_path / "journal.db")
+    factory = StoreFactory(Backend("sqlite", db=path), FakeClock())
+    (tmp_path / "journal.db.key").write_text(factory.key.format() + "\n", encoding="utf-8")
+    try:
+        a, b, c = factory.open("a"), factory.open("b"), factory.open("c")
+        for first, count in ((0, 100), (100, 200), (300, 300)):
+            seal_runs(a, first, count)
+            a.sign_checkpoint()
+        seal_runs(a, 600, 5)
+        seal_runs(b, 0, 3)
+        b.sign_checkpoint()
+        seal_runs(c, 0, 2)
+    finally:
+        factory.close()
+    return tmp_path
+
+
+@pytest.fixture
+def db(template: Path, tmp_path: Path) -> str:
+    """A copy of the template store (and its key file) for one test."""
+    for name in ("journal.db", "journal.db.key"):
+        shutil.copyfile(template / name, tmp_path / name)
+    return str(tmp_path / "journal.db")
+
+
+def store_server(db: str, ttl: float = 1.0) -> TileServer:
+    def tenants() -> list[str]:
+        with open_store(db=db) as s:
+            return StoreLog(s).store.tenants()
+
+    return TileServer(tenants, lambda t: StoreLog(open_store(db=db, tenant=t)), ttl=ttl)
+
+
+def test_served_and_static_bytes_are_identical(
+    db: str, tmp_path: Path, servers: ServerThread
+) -> None:
+    out = tmp_path / "www"
+    printed = expect_ok(call_main(main, ["tiles", "--db", db, "--out", str(out)]))
+    assert printed == b"a 0 -> 600: 12 files\nb 0 -> 3: 2 files\n"
+    assert sorted(p.name for p in out.iterdir()) == ["a", "b"]  # c keeps no checkpoint
+    url = servers.serve(make_app(store_server(db)))
+    files = tree_files(out)
+    assert "a/tile/0/000.p/100" in files and "a/tile/1/000.p/2" in files
+    for rel, data in files.items():
+        status, headers, body = get(f"{url}/{rel}")
+        assert (status, body) == (200, data), rel
+        if rel.endswith("/checkpoint"):
+            assert headers["Content-Type"] == "text/plain; charset=utf-8"  # TT-1
+            assert headers["Cache-Control"] == "public, max-age=5"
+        else:
+            assert headers["Content-Type"] == "application/octet-stream"  # TT-3, TT-13
+            full = ".p/" not in rel
+            assert headers["Cache-Control"] == (  # TT-7
+                "public, max-age=31536000, immutable" if full else "public, max-age=5"
+            )
+
+
+def test_the_tessera_log_served_is_tesseras_tree(servers: ServerThread) -> None:
+    url = servers.serve(make_app(TileServer(lambda: ["log"], lambda t: tessera_log())))
+    for rel, data in tree_files(TESSERA / "log").items():
+        if rel.startswith("checkpoint."):
+            continue
+        status, _, body = get(f"{url}/log/{rel}")
+        assert (status, body) == (200, data), rel
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/a/tile/0/002.p/88", 200),
+        ("/a/tile/0/002.p/89", 404),  # sealed, but beyond the latest kept checkpoint
+        ("/a/tile/entries/002.p/89", 404),
+        ("/a/tile/0/003.p/1", 404),
+        ("/a/tile/2/000.p/1", 404),
+        ("/a/tile/0/x000/002", 400),
+        ("/a/tile/0/2", 400),
+        ("/a/tile/0/002.p/0", 400),
+        ("/a/tile/0/000.p/256", 400),
+        ("/a/tile/0/%30%30%30", 400),  # percent-encoded: not the canonical spelling
+        ("/a/tile/8/0/000", 400),
+        ("/c/checkpoint", 404),  # runs, no kept checkpoint
+        ("/nobody/checkpoint", 404),
+        ("/A/checkpoint", 404),
+        ("/a/", 404),
+        ("/a/checkpoint/", 404),
+        ("/a", 404),
+        ("/", 404),
+        ("/a/tiles/0/000", 404),
+    ],
+)
+def test_statuses(db: str, servers: ServerThread, path: str, status: int) -> None:
+    url = servers.serve(make_app(store_server(db)))
+    got, headers, body = get(url + path)
+    assert got == status, body
+    if status != 200:
+        assert headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert body.endswith(b"\n") and body.count(b"\n") == 1
+
+
+def test_head_and_other_methods(db: str, servers: ServerThread) -> None:
+    url = servers.serve(make_app(store_server(db)))
+    status, headers, body = get(f"{url}/a/tile/0/000", "HEAD")
+    assert (status, body, headers["Content-Length"]) == (200, b"", "8192")
+    assert get(f"{url}/a/checkpoint", "POST")[0] == 405
+
+
+def test_a_new_checkpoint_and_a_new_tenant_are_served(
+    db: str, tmp_path: Path, servers: ServerThread
+) -> None:
+    url = servers.serve(make_app(store_server(db, ttl=0)))
+    assert get(f"{url}/c/checkpoint")[0] == 404
+    key = tmp_path / "journal.db.key"
+    expect_ok(call_main(main, ["checkpoint", "--db", db, "--tenant", "c", "--key", str(key)]))
+    status, _, body = get(f"{url}/c/checkpoint")
+    assert (status, body.split(b"\n")[1]) == (200, b"2")
+    assert get(f"{url}/a/tile/0/002.p/89")[0] == 404
+    expect_ok(call_main(main, ["checkpoint", "--db", db, "--tenant", "a", "--key", str(key)]))
+    assert get(f"{url}/a/checkpoint")[2].split(b"\n")[1] == b"605"
+    assert get(f"{url}/a/tile/0/002.p/93")[0] == 200
+
+
+def test_tiles_json_and_a_second_run(db: str, tmp_path: Path) -> None:
+    out = str(tmp_path / "www")
+    expect_ok(call_main(main, ["tiles", "--db", db, "--out", out]))
+    printed = expect_ok(call_main(main, ["tiles", "--db", db, "--out", out, "--json"]))
+    assert json.loads(printed) == {
+        "tenants": [
+            {"tenant": "a", "old_size": 600, "size": 600, "written": 0},
+            {"tenant": "b", "old_size": 3, "size": 3, "written": 0},
+        ]
+    }
+
+
+def test_tiles_refuses_to_overwrite_other_bytes(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "www"
+    tile = out / "b" / "tile" / "0" / "000.p" / "3"
+    tile.parent.mkdir(parents=True)
+    tile.write_bytes(b"x" * 96)
+    result = call_main(main, ["tiles", "--db", db, "--out", str(out)])
+    one_error_line(result, 1, "tlog-store: tiles: ")
+    assert "other bytes" in result.err
+    assert not (out / "b" / "checkpoint").exists()
+
+
+def test_serve_bad_listen_and_missing_store(tmp_path: Path, db: str) -> None:
+    result = call_main(main, ["serve", "--db", db, "--listen", "nowhere"])
+    one_error_line(result, 2, "tlog-store: serve: --listen 'nowhere' is not HOST:PORT")
+    result = call_main(main, ["serve", "--db", str(tmp_path / "none.db")])
+    one_error_line(result, 2, "tlog-store: serve: no store at")
+
+
+def test_serve_as_a_process(db: str, tmp_path: Path) -> None:
+    # The command itself: it prints where it listens, answers, and stops on SIGTERM with 0.
+    stderr = tmp_path / "stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "store.cli", "serve", "--db", db, "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    try:
+        printed, _ = read_until_listening(proc, stderr, 30)
+        url = printed[-1].removeprefix("listening on ")
+        status, _, body = get(f"{url}/b/checkpoint")
+        assert status == 200 and body.startswith(b"example.com/journal/b\n3\n")
+        assert get(f"{url}/b/tile/entries/000.p/3")[2][:2] == b"\x00\x20"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert proc.stdout is not None
+        proc.stdout.close()
+    lines = [json.loads(x) for x in stderr.read_text().splitlines()]
+    assert [(x["path"], x["status"]) for x in lines] == [
+        ("/b/checkpoint", 200),
+        ("/b/tile/entries/000.p/3", 200),
+    ]

@@ -1,0 +1,422 @@
+"""Following a tiled log: ``tlog-verify follow URL --policy FILE --state FILE``.
+
+A monitor fetches a log's C2SP tlog-tiles resources (docs/tiles.md) over HTTP(S) with the
+standard library (``urllib``: the verifier's base install has no HTTP library), and accepts a
+new checkpoint only when it is what the policy trusts and what the last accepted checkpoint
+allows. One round (:func:`follow_once`):
+
+1. Fetch ``<URL>checkpoint`` and judge it under the policy and the time rules
+   (:func:`verifier.proofs.judge_note`: a listed log's signature, the witness quorum; the
+   origin must be the state's).
+2. Against the **state** (the last accepted checkpoint note, a file of its own):
+
+   * a smaller size: the log went back — a rollback (or a split view);
+   * the same size with another root: two roots for one size — a fork, proven by the two notes;
+   * a larger size: fetch the tiles of the new tree that the proof needs, only those (the
+     level-0 tile and the partial ones implied by the verified size, TT-12), check that they
+     hash to the new checkpoint's root (:func:`tlog.tiles.tile_root`; else a tile was
+     rewritten or cut), then compute the RFC 6962 consistency proof from the state's size with
+     them and verify it (:func:`tlog.merkle.verify_consistency`). A proof that folds to the new
+     root but from another old root proves a fork.
+
+3. With ``--verify-entries``, fetch the entry bundles of the new positions and check that they
+   extend the accepted tree to the new root: the accepted tree's perfect subtrees (read from
+   the tiles, folded to the state's root) and the new entries' leaf hashes, appended in order,
+   must fold to the new checkpoint's root. A bundle that is cut, reordered or rewritten fails,
+   named by comparing its leaf hashes with its level-0 tile. Without a state every entry from
+   0 is checked (a progress bar on a terminal).
+4. Only then the new note becomes the state, written atomically (a temporary file, fsynced,
+   renamed). The state never moves backwards: a smaller or different checkpoint is never
+   written over it.
+
+On a detection (status 1) nothing is written over the state; instead the **evidence** goes to
+a new directory under ``--evidence DIR`` (default ``<state>.evidence``): ``checkpoint.old``
+(the state), ``checkpoint.new`` (what the log served), ``consistency-proof`` (when one was
+computed, one base64 hash per line) and ``reason`` (one line). A third party checks the two
+signed notes with ``tlog-verify consistency checkpoint.old checkpoint.new --proof
+consistency-proof --policy FILE`` (or ``tlog-verify checkpoint`` for each), trusting nothing
+of ours.
+
+A fetch that fails (network, a status other than 200, a body over its limit) makes the round
+unusable (status 2): nothing was judged. ``Content-Encoding: gzip`` is decoded (within the same
+limits).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tlog import merkle
+from tlog.checkpoint import Checkpoint
+from tlog.cli.files import output_file
+from tlog.encoding import b64encode
+from tlog.errors import MalformedError, ProofError, UsageError, VerificationError
+from tlog.note import MAX_NOTE_SIZE, parse_note
+from tlog.policy import Policy, TimePolicy
+from tlog.tiles import (
+    FULL_TILE_SIZE,
+    MAX_ENTRY_SIZE,
+    TILE_WIDTH,
+    Bundle,
+    Tile,
+    hash_from_tile,
+    locate_node,
+    parse_bundle,
+    tile_root,
+)
+from verifier.proofs import judge_note
+from verifier.report import InputError, LocatedError, Report, failure_from
+
+__all__ = ["DEFAULT_TIMEOUT", "Fetcher", "follow", "follow_once"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds for each HTTP request."""
+
+_MAX_BUNDLE = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
+
+
+class Fetcher:
+    """GETs of a tiled log's resources under ``url`` (``http``/``https``, ending in ``/``)."""
+
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"the log URL {url!r} is not http:// or https://")
+        self.url = url if url.endswith("/") else url + "/"
+        self.timeout = timeout
+        self.requests = 0
+        self.bytes = 0
+
+    def get(self, path: str, limit: int) -> bytes:
+        """The body of ``<url><path>``: status 200 and at most ``limit`` bytes, else
+        InputError (the round is unusable)."""
+        url = self.url + path
+        request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
+            url, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "tlog-verify"}
+        )
+        self.requests += 1
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body: bytes = response.read(limit + 1)
+                encoding = response.headers.get("Content-Encoding", "identity")
+        except urllib.error.HTTPError as e:
+            e.close()
+            raise InputError(f"GET {url}: HTTP status {e.code}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise InputError(f"GET {url}: {reason}") from None
+        if encoding == "gzip":
+            try:
+                with gzip.GzipFile(fileobj=io.BytesIO(body)) as z:
+                    body = z.read(limit + 1)
+            except (OSError, EOFError):
+                raise InputError(f"GET {url}: the gzip body does not decode") from None
+        elif encoding != "identity":
+            raise InputError(f"GET {url}: unknown Content-Encoding {encoding!r}")
+        if len(body) > limit:
+            raise InputError(f"GET {url}: the body is larger than {limit} bytes")
+        self.bytes += len(body)
+        return body
+
+
+class TileReader:
+    """The stored hashes of the tree of ``size`` leaves, read from its tiles (fetched once
+    each); a :class:`tlog.merkle.HashReader`. Only tiles the verified size implies are
+    fetched."""
+
+    def __init__(self, fetcher: Fetcher, size: int) -> None:
+        self.fetcher = fetcher
+        self.size = size
+        self.tiles: dict[Tile, bytes] = {}
+
+    def read_tile(self, tile: Tile) -> bytes:
+        data = self.tiles.get(tile)
+        if data is None:
+            data = self.fetcher.get(tile.path(), FULL_TILE_SIZE)
+            if len(data) != tile.data_size:
+                raise LocatedError(
+                    "proof",
+                    f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
+                    "a truncated or padded tile",
+                    checkpoint_size=self.size,
+                )
+            self.tiles[tile] = data
+        return data
+
+    def node(self, height: int, index: int) -> bytes:
+        tile, _, _ = locate_node(height, index, self.size)
+        return hash_from_tile(tile, self.read_tile(tile), height, index)
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        return [self.node(*merkle.split_stored_hash_index(i)) for i in indexes]
+
+
+@dataclass
+class Evidence:
+    """What a detection leaves for a third party (module docstring)."""
+
+    reason: str
+    old: bytes | None
+    new: bytes
+    proof: list[bytes] = field(default_factory=list)
+
+    def write(self, directory: Path) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = directory / stamp
+        n = 1
+        while target.exists():
+            n += 1
+            target = directory / f"{stamp}-{n}"
+        target.mkdir(parents=True)
+        files = {"checkpoint.new": self.new, "reason": (self.reason + "\n").encode("utf-8")}
+        if self.old is not None:
+            files["checkpoint.old"] = self.old
+        if self.proof:
+            files["consistency-proof"] = "".join(b64encode(h) + "\n" for h in self.proof).encode()
+        for name, data in files.items():
+            with output_file(str(target / name), ".tlog-verify-") as f:
+                f.write(data)
+        return target
+
+
+class _Detected(Exception):
+    def __init__(self, error: LocatedError, evidence: Evidence) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.evidence = evidence
+
+
+def _frontier(reader: TileReader, size: int) -> list[tuple[int, bytes]]:
+    """(height, hash) of the perfect subtrees of the tree of ``size``, largest first."""
+    out: list[tuple[int, bytes]] = []
+    start = 0
+    for height in reversed(range(size.bit_length())):
+        if (size >> height) & 1:
+            out.append((height, reader.node(height, start >> height)))
+            start += 1 << height
+    return out
+
+
+def _fold(frontier: list[tuple[int, bytes]]) -> bytes:
+    if not frontier:
+        return merkle.EMPTY_ROOT
+    root = frontier[-1][1]
+    for _, h in reversed(frontier[:-1]):
+        root = merkle.node_hash(h, root)
+    return root
+
+
+def _append(frontier: list[tuple[int, bytes]], leaf: bytes) -> None:
+    frontier.append((0, leaf))
+    while len(frontier) > 1 and frontier[-1][0] == frontier[-2][0]:
+        (height, right), (_, left) = frontier.pop(), frontier.pop()
+        frontier.append((height + 1, merkle.node_hash(left, right)))
+
+
+def _check_entries(
+    reader: TileReader,
+    old: Checkpoint | None,
+    new: Checkpoint,
+    progress: Callable[[int, int], None] | None,
+) -> int:
+    """Check the entries of positions [old size, new size) against the new root; their count."""
+    start = 0 if old is None else old.size
+    frontier = _frontier(reader, start)
+    if old is not None and _fold(frontier) != old.root:
+        raise LocatedError(
+            "proof",
+            f"the tiles do not give the accepted root of size {start}",
+            checkpoint_size=new.size,
+        )
+    total = new.size - start
+    for index in range(start // TILE_WIDTH, -(-new.size // TILE_WIDTH)):
+        bundle = Bundle(index, min(TILE_WIDTH, new.size - index * TILE_WIDTH))
+        data = reader.fetcher.get(bundle.path(), _MAX_BUNDLE)
+        try:
+            entries = parse_bundle(data, bundle.width)
+        except MalformedError as e:
+            raise LocatedError(
+                "proof", f"{bundle.path()}: {e} (a truncated or padded bundle)"
+            ) from None
+        leaves = [merkle.leaf_hash(e) for e in entries]
+        if b"".join(leaves) != reader.read_tile(bundle.tile):
+            raise LocatedError(
+                "proof",
+                f"{bundle.path()} does not hash to its level-0 tile {bundle.tile.path()} "
+                "(entries rewritten, reordered or missing)",
+                checkpoint_size=new.size,
+            )
+        first = max(start, index * TILE_WIDTH) - index * TILE_WIDTH
+        for leaf in leaves[first:]:
+            _append(frontier, leaf)
+        if progress is not None:
+            progress(index * TILE_WIDTH + bundle.width - start, total)
+    if _fold(frontier) != new.root:
+        raise LocatedError(
+            "proof",
+            f"the entries do not extend the accepted tree to the root of size {new.size}",
+            checkpoint_size=new.size,
+        )
+    return total
+
+
+def _read_state(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) > MAX_NOTE_SIZE:
+        raise InputError(f"state {path} is larger than a note")
+    try:
+        Checkpoint.parse(parse_note(data)[0])
+    except MalformedError as e:
+        raise InputError(f"state {path} is not a checkpoint note: {e}") from None
+    return data
+
+
+def _checkpoint_of(note: bytes) -> Checkpoint:
+    return Checkpoint.parse(parse_note(note)[0])
+
+
+def _judge_round(
+    fetcher: Fetcher,
+    policy: Policy,
+    time_policy: TimePolicy | None,
+    held: bytes | None,
+    verify_entries: bool,
+    progress: Callable[[int, int], None] | None,
+    report: Report,
+) -> bytes:
+    old = None if held is None else _checkpoint_of(held)
+    note = fetcher.get("checkpoint", MAX_NOTE_SIZE)
+    try:
+        result = judge_note(note, policy, time_policy, origin=None if old is None else old.origin)
+    except LocatedError as e:
+        raise _Detected(e, Evidence(f"the served checkpoint: {e}", held, note)) from None
+    new = result.checkpoint
+    report.check("checkpoint", "served checkpoint signed by the log, quorum met", 1, "notes")
+    report.facts.update(origin=new.origin, size=new.size, root=b64encode(new.root))
+    if old is not None:
+        report.facts["old_size"] = old.size
+        if new.size < old.size:
+            err = LocatedError(
+                "consistency",
+                f"the log went back: it serves size {new.size}, after size {old.size} was accepted",
+                checkpoint_size=new.size,
+            )
+            raise _Detected(err, Evidence(str(err), held, note))
+        if new.size == old.size and new.root != old.root:
+            err = LocatedError(
+                "consistency",
+                f"two roots for size {new.size}: the log forked",
+                checkpoint_size=new.size,
+            )
+            raise _Detected(err, Evidence(str(err), held, note))
+    reader = TileReader(fetcher, new.size)
+    if new.size > (0 if old is None else old.size):
+        try:
+            root = tile_root(new.size, reader.read_tile)
+        except LocatedError as e:
+            raise _Detected(e, Evidence(str(e), held, note)) from None
+        if root != new.root:
+            err = LocatedError(
+                "proof",
+                f"the tiles do not hash to the root of the checkpoint of size {new.size} "
+                "(a tile was rewritten)",
+                checkpoint_size=new.size,
+            )
+            raise _Detected(err, Evidence(str(err), held, note))
+        report.check("tiles", "tiles hash to the checkpoint's root", len(reader.tiles), "tiles")
+        if old is not None and old.size > 0:
+            proof = merkle.consistency_proof(old.size, new.size, reader)
+            try:
+                merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
+            except ProofError as pe:
+                other = merkle.proven_prefix_root(old.size, new.size, new.root, proof)
+                why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
+                if other is not None and other != old.root:
+                    why += f": its tree has the root {b64encode(other)} at size {old.size}"
+                else:
+                    why += f" ({pe})"
+                err = LocatedError("consistency", why, checkpoint_size=new.size)
+                raise _Detected(err, Evidence(why, held, note, proof)) from None
+            report.check(
+                "consistency",
+                f"consistent with the accepted checkpoint of size {old.size}",
+                len(proof),
+                "proof hashes",
+            )
+    if verify_entries and new.size > (0 if old is None else old.size):
+        try:
+            count = _check_entries(reader, old, new, progress)
+        except LocatedError as e:
+            raise _Detected(e, Evidence(str(e), held, note)) from None
+        report.check("entries", "entry bundles extend the tree to the new root", count, "entries")
+        report.facts["entries"] = count
+    report.facts["requests"] = fetcher.requests
+    return note
+
+
+def _write_state(path: Path, note: bytes) -> None:
+    with output_file(str(path), ".tlog-verify-") as f:
+        f.write(note)
+
+
+def follow_once(
+    url: str,
+    *,
+    policy: Policy,
+    state: str | os.PathLike[str],
+    time_policy: TimePolicy | None = None,
+    evidence: str | os.PathLike[str] | None = None,
+    verify_entries: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Report:
+    """One round of following the log at ``url`` (module docstring); its report.
+
+    Valid: the served checkpoint was accepted (or is the state again) and is the state now.
+    Invalid (status 1): a detection, whose evidence directory is the fact ``evidence``.
+    Unusable (status 2): a fetch failed or the state does not parse; nothing was judged.
+    """
+    state_path = Path(state)
+    evidence_dir = Path(evidence) if evidence is not None else Path(f"{state_path}.evidence")
+    report = Report("follow", {"log": url, "state": str(state_path)})
+    try:
+        fetcher = Fetcher(url, timeout=timeout)
+        held = _read_state(state_path)
+        note = _judge_round(fetcher, policy, time_policy, held, verify_entries, progress, report)
+    except _Detected as d:
+        where = d.evidence.write(evidence_dir)
+        report.facts["evidence"] = str(where)
+        return report.fail(failure_from(d.error, "log"))
+    except (VerificationError, MalformedError, UsageError, OSError) as e:
+        return report.fail(failure_from(e, "log"))
+    if note != held:
+        _write_state(state_path, note)
+    return report
+
+
+def follow(
+    one_round: Callable[[], Report],
+    *,
+    interval: float,
+    on_round: Callable[[Report], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> Report:
+    """Follow until a detection: ``one_round()`` (a :func:`follow_once`) every ``interval``
+    seconds, each report to ``on_round``; returns the first invalid report. An unusable round
+    (a fetch failed) is reported and the next one tried."""
+    while True:
+        report = one_round()
+        on_round(report)
+        if report.status == 1:
+            return report
+        sleep(interval)
