@@ -1,7 +1,7 @@
 """Run the benchmarks and print one report: ``python -m bench [--quick] [module ...]``.
 
-Every module (``merkle``, ``store``, ``tiles``, ``verify``, ``witness``) runs by default;
-naming modules runs only those.
+Every module (``merkle``, ``store``, ``tiles``, ``verify``, ``witness``, ``inbox``) runs by
+default; naming modules runs only those.
 ``--quick`` uses small sizes for a smoke run; ``--no-peers`` skips the peer virtualenv;
 ``--peer-build-limit`` bounds one peer build (a longer one is measured at a smaller size).
 
@@ -21,7 +21,14 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Protocol
 
-from bench import merkle_bench, store_bench, tiles_bench, verify_bench, witness_bench
+from bench import (
+    inbox_bench,
+    merkle_bench,
+    store_bench,
+    tiles_bench,
+    verify_bench,
+    witness_bench,
+)
 
 Row = tuple[str, str, str, str, str]
 HEADER: Row = ("operation", "ours", "floor or peer", "theirs", "ratio ours/theirs")
@@ -57,6 +64,7 @@ MODULES: dict[str, Runner] = {
     tiles_bench.TITLE: tiles_bench.run,
     verify_bench.TITLE: verify_bench.run,
     witness_bench.TITLE: witness_bench.run,
+    inbox_bench.TITLE: inbox_bench.run,
 }
 
 

@@ -193,58 +193,120 @@ class Inbox:
                     self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
             now = self._now(tx)
             size = self._log._lock_log(tx)
+            # Duplicates: one select of the batch's (source, id) pairs, under the log's row
+            # lock, which every insert into inbox_event holds (buffer and deliver): no other
+            # transaction can add one of them before this one commits. The inserts below have
+            # no ON CONFLICT, so the primary key stays the arbiter: were one there after all,
+            # the transaction would fail rather than leave a gap in the positions.
+            stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
             out: list[Buffered] = []
-            fresh: list[tuple[Event, int]] = []
+            fresh: list[tuple[int, Event, int, bytes]] = []  # (index in out, …)
             for e in events:
-                n = tx.execute(
-                    "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
-                    " payload_hash, received_at, held, dead)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (tenant, source, id) DO NOTHING",
+                pair = (e.source, e.id)
+                first = stored.get(pair)
+                if first is not None:
+                    out.append(Buffered(e.source, e.id, first[0], first[1], True))
+                    continue
+                position = size + len(fresh)
+                stored[pair] = (position, now)
+                fresh.append((len(out), e, position, e.payload_sha256))
+                out.append(Buffered(e.source, e.id, position, now, False))
+            if not fresh:
+                return out
+            tx.executemany(
+                "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
+                " payload_hash, received_at, held, dead)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     (
                         tenant,
                         e.source,
                         e.id,
-                        size + len(fresh),
+                        pos,
                         e.kind,
                         keys_json(e.keys),
                         e.payload_bytes,
-                        e.payload_sha256,
+                        digest,
                         now,
                         False,
                         False,
-                    ),
-                )
-                if n == 1:
-                    fresh.append((e, size + len(fresh)))
-                    out.append(Buffered(e.source, e.id, size + len(fresh) - 1, now, False))
-                else:
-                    first = self._event(tx, e.source, e.id)
-                    if first is None:
-                        raise CorruptError(f"event {e.source}/{e.id} is neither new nor stored")
-                    out.append(Buffered(e.source, e.id, first.position, first.received_at, True))
-            if fresh:
-                self._append_leaves(tx, size, [Entry.of(e, now).leaf for e, _ in fresh])
-                tx.executemany(
-                    "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (tenant, e.kind, ns, v, pos, e.source, e.id)
-                        for e, pos in fresh
-                        for ns, v in e.keys
-                    ],
-                )
+                    )
+                    for _, e, pos, digest in fresh
+                ],
+            )
+            self._append_leaves(
+                tx,
+                size,
+                [
+                    Entry(e.source, e.id, e.kind, e.keys, digest, now).leaf
+                    for _, e, _, digest in fresh
+                ],
+            )
+            tx.executemany(
+                "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (tenant, e.kind, ns, v, pos, e.source, e.id)
+                    for _, e, pos, _ in fresh
+                    for ns, v in e.keys
+                ],
+            )
             if match:
-                for i, b in enumerate(out):
-                    if not b.duplicate:
-                        ev = self._event(tx, b.source, b.id)
-                        assert ev is not None
-                        w = self._match_event(tx, ev, now)
-                        if w is not None:
-                            out[i] = Buffered(b.source, b.id, b.position, b.received_at, False, w)
+                # A batch looks once per kind whether anybody waits for it at all (the first
+                # entry of inbox_wait_match's range for the kind; the batch's key locks are
+                # held, so no wait on its keys can appear meanwhile) before it looks per key.
+                waited = {e.kind for _, e, _, _ in fresh}
+                if len(fresh) > 1:
+                    waited = {k for k in waited if self._anybody_waits(tx, k)}
+                for i, e, pos, digest in fresh:
+                    if e.kind not in waited:
+                        continue
+                    # The event as just written (what reading its row back would give).
+                    ev = StoredEvent(
+                        e.source, e.id, e.kind, e.keys, e.payload, False, digest, pos, now
+                    )
+                    w = self._match_event(tx, ev, now)
+                    if w is not None:
+                        out[i] = Buffered(e.source, e.id, pos, now, False, w)
             return out
 
         return self._write(work)
+
+    def _stored_positions(
+        self, tx: Tx, pairs: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, int]]:
+        """(position, received_at) of each stored event of ``pairs`` (source, id)."""
+        found: dict[tuple[str, str], tuple[int, int]] = {}
+        ordered = sorted(pairs)
+        for lo in range(0, len(ordered), 500):
+            chunk = ordered[lo : lo + 500]
+            # A join on the list, not "(source, id) IN (VALUES …)": SQLite walks the tenant's
+            # events for that one; the join is a primary-key probe per pair on both backends.
+            rows = tx.all(
+                "SELECT e.source, e.id, e.position, e.received_at FROM (VALUES "  # noqa: S608
+                + ", ".join(["(?, ?)"] * len(chunk))
+                + ") AS v JOIN inbox_event e"
+                " ON e.tenant = ? AND e.source = v.column1 AND e.id = v.column2",
+                (*(part for pair in chunk for part in pair), self._tenant),
+            )
+            for source, id_, position, at in rows:
+                found[(str(source), str(id_))] = (
+                    stored_int(position, "event position"),
+                    stored_int(at, "received_at"),
+                )
+        return found
+
+    def _anybody_waits(self, tx: Tx, kind: str) -> bool:
+        # Ordered as inbox_wait_match is, so that the answer is that index's first entry for
+        # the kind (PostgreSQL would otherwise walk inbox_wait_order, filtering on kind).
+        return (
+            tx.one(
+                "SELECT 1 FROM inbox_wait WHERE tenant = ? AND kind = ?"
+                " ORDER BY namespace, value, number LIMIT 1",
+                (self._tenant, kind),
+            )
+            is not None
+        )
 
     def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""
