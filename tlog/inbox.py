@@ -65,7 +65,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tlog.encoding import HASH_SIZE, MAX_INT63, b64decode, b64encode
@@ -169,6 +169,9 @@ class Event:
     keys: tuple[tuple[str, str], ...]
     payload: Any
     payload_bytes: bytes
+    # Set by make_event once every field is checked; not an argument, so neither a hand-built
+    # Event nor dataclasses.replace() of a made one carries it (both are checked again).
+    made: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def payload_sha256(self) -> bytes:
@@ -205,6 +208,7 @@ def make_event(source: str, id: str, kind: str, keys: object, payload: Any) -> E
         raise MalformedError(
             f"the event's inbox entry would be {size} bytes, more than {MAX_ENTRY_SIZE}"
         )
+    object.__setattr__(event, "made", True)
     return event
 
 
