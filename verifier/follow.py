@@ -50,7 +50,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,8 +67,7 @@ from tlog.tiles import (
     TILE_WIDTH,
     Bundle,
     Tile,
-    hash_from_tile,
-    locate_node,
+    TileHashReader,
     parse_bundle,
     tile_root,
 )
@@ -126,36 +125,20 @@ class Fetcher:
         return body
 
 
-class TileReader:
-    """The stored hashes of the tree of ``size`` leaves, read from its tiles (fetched once
-    each); a :class:`tlog.merkle.HashReader`. Only tiles the verified size implies are
-    fetched."""
+class TileReader(TileHashReader):
+    """The tree of ``size`` leaves as served: :class:`tlog.tiles.TileHashReader` over the
+    fetcher (each tile fetched once, only tiles the verified size implies); a tile of the
+    wrong length is a detection located in the proof."""
 
     def __init__(self, fetcher: Fetcher, size: int) -> None:
+        super().__init__(size, lambda tile: fetcher.get(tile.path(), FULL_TILE_SIZE))
         self.fetcher = fetcher
-        self.size = size
-        self.tiles: dict[Tile, bytes] = {}
 
     def read_tile(self, tile: Tile) -> bytes:
-        data = self.tiles.get(tile)
-        if data is None:
-            data = self.fetcher.get(tile.path(), FULL_TILE_SIZE)
-            if len(data) != tile.data_size:
-                raise LocatedError(
-                    "proof",
-                    f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
-                    "a truncated or padded tile",
-                    checkpoint_size=self.size,
-                )
-            self.tiles[tile] = data
-        return data
-
-    def node(self, height: int, index: int) -> bytes:
-        tile, _, _ = locate_node(height, index, self.size)
-        return hash_from_tile(tile, self.read_tile(tile), height, index)
-
-    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-        return [self.node(*merkle.split_stored_hash_index(i)) for i in indexes]
+        try:
+            return super().read_tile(tile)
+        except MalformedError as e:
+            raise LocatedError("proof", str(e), checkpoint_size=self.size) from None
 
 
 @dataclass
