@@ -542,13 +542,18 @@ class TileHashReader:
         data = self.tiles.get(tile)
         if data is None:
             data = self._read_tile(tile)
-            if len(data) != tile.data_size:
-                raise MalformedError(
-                    f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
-                    "a truncated or padded tile"
-                )
-            self.tiles[tile] = data
+            self.add(tile, data)
         return data
+
+    def add(self, tile: Tile, data: bytes) -> None:
+        """Keep ``tile``'s bytes read elsewhere (fetched ahead, say), checked as
+        :meth:`read_tile` checks them (MalformedError)."""
+        if len(data) != tile.data_size:
+            raise MalformedError(
+                f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
+                "a truncated or padded tile"
+            )
+        self.tiles[tile] = data
 
     def node(self, height: int, index: int) -> bytes:
         """The hash of the complete node at (``height``, ``index``) of the tree."""
