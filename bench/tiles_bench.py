@@ -50,7 +50,7 @@ from tlog.checkpoint import Checkpoint
 from tlog.keys import generate_key
 from tlog.note import parse_note
 from tlog.policy import Policy
-from tlog.tiles import bundles_for_size, consistency_tiles, tiles_for_size
+from tlog.tiles import Bundle, Tile, bundles_for_size, consistency_tiles, tiles_for_size
 from verifier.follow import follow_once
 from verifier.trust import build_policy
 
@@ -143,10 +143,8 @@ def measure_serve(url: str, size: int, requests: int, section: Section) -> None:
     latencies = []
     began = perf_counter()
     for n in range(requests):
-        kind = "entries" if n % 2 else "0"
         index = n % full
-        path = f"/default/tile/{kind}/{index // 1000:03d}/{index % 1000:03d}"
-        path = path if index >= 1000 else f"/default/tile/{kind}/{index:03d}"
+        path = "/default/" + (Bundle(index).path() if n % 2 else Tile(0, index).path())
         t0 = perf_counter()
         conn.request("GET", path)
         response = conn.getresponse()
