@@ -1,7 +1,8 @@
 """Following a tiled log: ``tlog-verify follow URL --policy FILE --state FILE``.
 
 A monitor fetches a log's C2SP tlog-tiles resources (docs/tiles.md) over HTTP(S) with the
-standard library (``urllib``: the verifier's base install has no HTTP library), and accepts a
+standard library (``http.client`` keep-alive connections, ``urllib`` for a redirect: the
+verifier's base install has no HTTP library), and accepts a
 new checkpoint only when it is what the policy trusts and what the last accepted checkpoint
 allows. One round (:func:`follow_once`):
 
