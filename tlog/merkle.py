@@ -47,6 +47,7 @@ __all__ = [
     "MemoryHashStore",
     "check_empty_tree_root",
     "consistency_proof",
+    "consistency_proof_indexes",
     "consistency_proof_size",
     "inclusion_proof",
     "inclusion_proof_size",
@@ -372,6 +373,21 @@ def consistency_proof(old: int, size: int, reader: HashReader) -> list[bytes]:
     if not 0 < old <= size:
         raise UsageError(f"no consistency proof from size {old} to size {size}")
     return _prove(_consistency_plan(old, size), reader)
+
+
+def consistency_proof_indexes(old: int, size: int) -> list[int]:
+    """The stored-hash indexes :func:`consistency_proof` reads for ``PROOF(old, D[0:size])``,
+    in the order it reads them: what a client that fetches hashes (tiles) must have first.
+
+    Requires: 0 < old <= size.
+    """
+    _check_size(size, "tree size")
+    if not 0 < old <= size:
+        raise UsageError(f"no consistency proof from size {old} to size {size}")
+    need: list[int] = []
+    for lo, hi in _consistency_plan(old, size):
+        _sub_tree_index(lo, hi, need)
+    return need
 
 
 # --- verification (RFC 9162) ---------------------------------------------------------------

@@ -66,13 +66,16 @@ A node at Merkle height ``h`` (0 = leaves) with index ``k`` (the perfect subtree
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlog.encoding import HASH_SIZE, MAX_INT63, parse_decimal
 from tlog.errors import MalformedError, UsageError
 from tlog.merkle import EMPTY_ROOT as _EMPTY_ROOT
+from tlog.merkle import consistency_proof as _consistency_proof
+from tlog.merkle import consistency_proof_indexes as _consistency_proof_indexes
 from tlog.merkle import node_hash as _node_hash
+from tlog.merkle import split_stored_hash_index as _split_stored_hash_index
 
 __all__ = [
     "ENTRIES_SEGMENT",
@@ -85,7 +88,10 @@ __all__ = [
     "TILE_WIDTH",
     "Bundle",
     "Tile",
+    "TileHashReader",
     "bundles_for_size",
+    "consistency_proof_from_tiles",
+    "consistency_tiles",
     "format_bundle",
     "format_tile_index",
     "hash_from_tile",
@@ -95,6 +101,7 @@ __all__ = [
     "parse_bundle",
     "parse_tile_index",
     "parse_tile_path",
+    "root_tiles",
     "tile_root",
     "tiles_for_size",
     "tiles_from_leaf_hashes",
@@ -471,6 +478,117 @@ def tile_root(size: int, read_tile: Callable[[Tile], bytes]) -> bytes:
     for node in reversed(nodes[:-1]):
         root = _node_hash(node, root)
     return root
+
+
+def root_tiles(size: int) -> list[Tile]:
+    """The tiles :func:`tile_root` reads for a tree of ``size`` leaves (one per level that has
+    a perfect subtree of the size's binary digits), in the order it reads them."""
+    _check_size(size)
+    out: list[Tile] = []
+    start = 0
+    for height in reversed(range(size.bit_length())):
+        if (size >> height) & 1:
+            tile, _, _ = locate_node(height, start >> height, size)
+            if tile not in out:
+                out.append(tile)
+            start += 1 << height
+    return out
+
+
+def consistency_tiles(old_size: int, new_size: int) -> list[Tile]:
+    """The tiles of the tree of ``new_size`` that a client needs to check a checkpoint of
+    ``new_size`` against one of ``old_size`` with nothing but tiles: those that give the new
+    root (:func:`root_tiles`) and those that hold the hashes of the consistency proof from
+    ``old_size`` (:func:`consistency_proof_from_tiles`), each once, in that order.
+
+    ``old_size`` 0 (nothing held) or equal to ``new_size`` needs no proof: only the root's
+    tiles. Requires 0 <= old_size <= new_size. This is the least a client can fetch: every
+    tile listed holds a hash that nothing else it fetched gives.
+    """
+    _check_size(old_size, "old tree size")
+    _check_size(new_size, "new tree size")
+    if old_size > new_size:
+        raise UsageError(f"old tree size {old_size} is larger than new tree size {new_size}")
+    out = root_tiles(new_size)
+    if 0 < old_size < new_size:
+        seen = set(out)
+        for i in _consistency_proof_indexes(old_size, new_size):
+            height, index = _split_stored_hash_index(i)
+            tile, _, _ = locate_node(height, index, new_size)
+            if tile not in seen:
+                seen.add(tile)
+                out.append(tile)
+    return out
+
+
+class TileHashReader:
+    """The stored hashes of the tree of ``size`` leaves, read from its tiles: a
+    :class:`tlog.merkle.HashReader`, so the tree's proofs can be computed from tiles alone.
+
+    ``read_tile`` is called at most once per tile (the bytes are kept in :attr:`tiles`), only
+    for tiles the size implies (full, or that size's partial width); bytes of another length
+    than the tile's raise :class:`MalformedError`. The hashes are only as good as the tiles:
+    check :func:`tile_root` against a verified checkpoint before relying on them.
+    """
+
+    def __init__(self, size: int, read_tile: Callable[[Tile], bytes]) -> None:
+        _check_size(size)
+        self.size = size
+        self._read_tile = read_tile
+        self.tiles: dict[Tile, bytes] = {}
+
+    def read_tile(self, tile: Tile) -> bytes:
+        """The bytes of ``tile`` (read once)."""
+        data = self.tiles.get(tile)
+        if data is None:
+            data = self._read_tile(tile)
+            self.add(tile, data)
+        return data
+
+    def add(self, tile: Tile, data: bytes) -> None:
+        """Keep ``tile``'s bytes read elsewhere (fetched ahead, say), checked as
+        :meth:`read_tile` checks them (MalformedError)."""
+        if len(data) != tile.data_size:
+            raise MalformedError(
+                f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
+                "a truncated or padded tile"
+            )
+        self.tiles[tile] = data
+
+    def node(self, height: int, index: int) -> bytes:
+        """The hash of the complete node at (``height``, ``index``) of the tree."""
+        tile, _, _ = locate_node(height, index, self.size)
+        return hash_from_tile(tile, self.read_tile(tile), height, index)
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """:meth:`tlog.merkle.HashReader.read_hashes`, from the tiles."""
+        return [self.node(*_split_stored_hash_index(i)) for i in indexes]
+
+    def root(self) -> bytes:
+        """:func:`tile_root` of the tree, from these tiles."""
+        return tile_root(self.size, self.read_tile)
+
+
+def consistency_proof_from_tiles(
+    old_size: int, new_size: int, read_tile: Callable[[Tile], bytes]
+) -> tuple[bytes, list[bytes]]:
+    """``(root, proof)`` of the tree of ``new_size``, computed from its tiles alone: the root
+    (:func:`tile_root`) and the RFC 6962 consistency proof from ``old_size`` (empty when
+    ``old_size`` is 0 or ``new_size``). ``read_tile`` is asked only for
+    :func:`consistency_tiles` (``old_size``, ``new_size``), each once.
+
+    The caller compares the root with the new checkpoint's before it trusts the proof: tiles
+    that do not give that root were rewritten, and a proof from them proves nothing. With
+    tiles that do, the proof is the log's own, so a proof that fails against the old root
+    shows that the log forked (:func:`tlog.merkle.proven_prefix_root`).
+    """
+    if not 0 <= old_size <= new_size:
+        raise UsageError(f"no consistency proof from size {old_size} to size {new_size}")
+    reader = TileHashReader(new_size, read_tile)
+    root = reader.root()
+    if not 0 < old_size < new_size:
+        return root, []
+    return root, _consistency_proof(old_size, new_size, reader)
 
 
 def tiles_from_leaf_hashes(leaf_hashes: Iterable[bytes]) -> dict[Tile, bytes]:

@@ -1,7 +1,8 @@
 """Following a tiled log: ``tlog-verify follow URL --policy FILE --state FILE``.
 
 A monitor fetches a log's C2SP tlog-tiles resources (docs/tiles.md) over HTTP(S) with the
-standard library (``urllib``: the verifier's base install has no HTTP library), and accepts a
+standard library (``http.client`` keep-alive connections, ``urllib`` for a redirect: the
+verifier's base install has no HTTP library), and accepts a
 new checkpoint only when it is what the policy trusts and what the last accepted checkpoint
 allows. One round (:func:`follow_once`):
 
@@ -45,30 +46,37 @@ limits).
 from __future__ import annotations
 
 import gzip
+import hashlib
+import http.client
 import io
 import os
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tlog import merkle
+from tlog import accel, merkle
 from tlog.checkpoint import Checkpoint
 from tlog.cli.files import output_file
-from tlog.encoding import b64encode
+from tlog.encoding import HASH_SIZE, b64encode
 from tlog.errors import MalformedError, ProofError, UsageError, VerificationError
 from tlog.note import MAX_NOTE_SIZE, parse_note
 from tlog.policy import Policy, TimePolicy
 from tlog.tiles import (
     FULL_TILE_SIZE,
     MAX_ENTRY_SIZE,
+    MAX_LEVEL,
     TILE_WIDTH,
     Bundle,
     Tile,
-    hash_from_tile,
-    locate_node,
+    TileHashReader,
+    new_tiles,
     parse_bundle,
     tile_root,
 )
@@ -80,38 +88,96 @@ __all__ = ["DEFAULT_TIMEOUT", "Fetcher", "follow", "follow_once"]
 DEFAULT_TIMEOUT = 30.0
 """Seconds for each HTTP request."""
 
+DEFAULT_CONNECTIONS = 4
+"""Keep-alive connections that fetch bundles and tiles ahead of the checks."""
+
 _MAX_BUNDLE = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
 
 
 class Fetcher:
-    """GETs of a tiled log's resources under ``url`` (``http``/``https``, ending in ``/``)."""
+    """GETs of a tiled log's resources under ``url`` (``http``/``https``, ending in ``/``).
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    Requests go over keep-alive connections (``http.client``), one per thread: the calling
+    thread's for :meth:`get`, and up to ``connections`` worker threads' for :meth:`get_many`,
+    which fetches ahead while the caller checks what arrived. A connection the server closed
+    while idle is reopened once. A redirect (301, 302, 303, 307, 308) is followed by
+    ``urllib`` for that one request, as before."""
+
+    def __init__(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, connections: int = DEFAULT_CONNECTIONS
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"the log URL {url!r} is not http:// or https://")
         self.url = url if url.endswith("/") else url + "/"
+        parts = urllib.parse.urlsplit(self.url)
+        if not parts.hostname:
+            raise UsageError(f"the log URL {url!r} has no host")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base = parts.path
         self.timeout = timeout
+        self.connections = max(1, connections)
         self.requests = 0
         self.bytes = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _connection(self, fresh: bool = False) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and not fresh:
+            return conn
+        if conn is not None:
+            conn.close()
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        self._local.conn = conn
+        with self._lock:
+            self._opened.append(conn)
+        return conn
+
+    def _exchange(self, path: str, limit: int) -> tuple[int, str, bytes]:
+        """(status, Content-Encoding, at most limit + 1 body bytes) over this thread's
+        connection; a reused connection found closed is reopened once."""
+        headers = {"Accept-Encoding": "gzip, identity", "User-Agent": "tlog-verify"}
+        for attempt in (0, 1):
+            conn = self._connection(fresh=attempt == 1)
+            reused = conn.sock is not None
+            try:
+                conn.request("GET", self._base + path, headers=headers)
+                response = conn.getresponse()
+                body = response.read(limit + 1)
+                if not response.isclosed():
+                    conn.close()  # the body is longer than the limit: not reusable
+                return response.status, response.headers.get("Content-Encoding", "identity"), body
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                if attempt or not reused:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def get(self, path: str, limit: int) -> bytes:
         """The body of ``<url><path>``: status 200 and at most ``limit`` bytes, else
         InputError (the round is unusable)."""
         url = self.url + path
-        request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
-            url, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "tlog-verify"}
-        )
-        self.requests += 1
+        with self._lock:
+            self.requests += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body: bytes = response.read(limit + 1)
-                encoding = response.headers.get("Content-Encoding", "identity")
+            status, encoding, body = self._exchange(path, limit)
+            if status in (301, 302, 303, 307, 308):
+                status, encoding, body = self._redirected(url, limit)
         except urllib.error.HTTPError as e:
             e.close()
             raise InputError(f"GET {url}: HTTP status {e.code}") from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            reason = getattr(e, "reason", None) or e or type(e).__name__
             raise InputError(f"GET {url}: {reason}") from None
+        if status != 200:
+            raise InputError(f"GET {url}: HTTP status {status}")
         if encoding == "gzip":
             try:
                 with gzip.GzipFile(fileobj=io.BytesIO(body)) as z:
@@ -122,40 +188,67 @@ class Fetcher:
             raise InputError(f"GET {url}: unknown Content-Encoding {encoding!r}")
         if len(body) > limit:
             raise InputError(f"GET {url}: the body is larger than {limit} bytes")
-        self.bytes += len(body)
+        with self._lock:
+            self.bytes += len(body)
         return body
 
+    def _redirected(self, url: str, limit: int) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
+            url, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "tlog-verify"}
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            body: bytes = response.read(limit + 1)
+            return response.status, response.headers.get("Content-Encoding", "identity"), body
 
-class TileReader:
-    """The stored hashes of the tree of ``size`` leaves, read from its tiles (fetched once
-    each); a :class:`tlog.merkle.HashReader`. Only tiles the verified size implies are
-    fetched."""
+    def get_many(self, paths: Iterable[tuple[str, int]]) -> Iterator[bytes]:
+        """The bodies of ``(path, limit)`` GETs in order, fetched ahead by the worker threads
+        (at most twice ``connections`` in flight); the first failure is raised in order."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.connections, thread_name_prefix="tlog-follow")
+        window: deque[Future[bytes]] = deque()
+        items = iter(paths)
+        try:
+            for path, limit in items:
+                window.append(self._pool.submit(self.get, path, limit))
+                if len(window) >= 2 * self.connections:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+        finally:
+            for f in window:
+                f.cancel()
+
+    def close(self) -> None:
+        """Close every connection and stop the worker threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+
+
+class TileReader(TileHashReader):
+    """The tree of ``size`` leaves as served: :class:`tlog.tiles.TileHashReader` over the
+    fetcher (each tile fetched once, only tiles the verified size implies); a tile of the
+    wrong length is a detection located in the proof."""
 
     def __init__(self, fetcher: Fetcher, size: int) -> None:
+        super().__init__(size, lambda tile: fetcher.get(tile.path(), FULL_TILE_SIZE))
         self.fetcher = fetcher
-        self.size = size
-        self.tiles: dict[Tile, bytes] = {}
 
     def read_tile(self, tile: Tile) -> bytes:
-        data = self.tiles.get(tile)
-        if data is None:
-            data = self.fetcher.get(tile.path(), FULL_TILE_SIZE)
-            if len(data) != tile.data_size:
-                raise LocatedError(
-                    "proof",
-                    f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}: "
-                    "a truncated or padded tile",
-                    checkpoint_size=self.size,
-                )
-            self.tiles[tile] = data
-        return data
+        try:
+            return super().read_tile(tile)
+        except MalformedError as e:
+            raise LocatedError("proof", str(e), checkpoint_size=self.size) from None
 
-    def node(self, height: int, index: int) -> bytes:
-        tile, _, _ = locate_node(height, index, self.size)
-        return hash_from_tile(tile, self.read_tile(tile), height, index)
-
-    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-        return [self.node(*merkle.split_stored_hash_index(i)) for i in indexes]
+    def add(self, tile: Tile, data: bytes) -> None:
+        try:
+            super().add(tile, data)
+        except MalformedError as e:
+            raise LocatedError("proof", str(e), checkpoint_size=self.size) from None
 
 
 @dataclass
@@ -213,11 +306,45 @@ def _fold(frontier: list[tuple[int, bytes]]) -> bytes:
     return root
 
 
-def _append(frontier: list[tuple[int, bytes]], leaf: bytes) -> None:
-    frontier.append((0, leaf))
-    while len(frontier) > 1 and frontier[-1][0] == frontier[-2][0]:
-        (height, right), (_, left) = frontier.pop(), frontier.pop()
-        frontier.append((height + 1, merkle.node_hash(left, right)))
+def _tile_root(hashes: list[bytes]) -> bytes:
+    """The root of a full tile's 256 hashes: the C fold when built (6x), else Python."""
+    fold = accel.fold_leaves
+    if fold is not None:
+        return fold([], hashes, 0)[-1]
+    row = hashes
+    sha = hashlib.sha256
+    while len(row) > 1:
+        it = iter(row)
+        row = [sha(b"\x01" + a + b).digest() for a, b in zip(it, it, strict=True)]
+    return row[0]
+
+
+_ENTRY = 2 + HASH_SIZE  # a bundle's 32-byte entry with its length prefix
+
+
+def _leaf_hashes(bundle: Bundle, data: bytes) -> list[bytes]:
+    """The leaf hashes of a bundle's entries (LocatedError for a malformed bundle). Bundles
+    of 32-byte entries (``00 20`` then the entry, 34 bytes each), as a store serves, are hashed
+    in place: the ``20`` of each prefix becomes the leaf's ``00``, and each leaf is hashed
+    from a view of the bundle, no copy per entry."""
+    width = bundle.width
+    sha = hashlib.sha256
+    if (
+        len(data) == _ENTRY * width
+        and data[0::_ENTRY] == bytes(width)
+        and data[1::_ENTRY] == bytes([HASH_SIZE]) * width
+    ):
+        buf = bytearray(data)
+        buf[1::_ENTRY] = bytes(width)
+        view = memoryview(buf)
+        return [sha(view[p : p + 1 + HASH_SIZE]).digest() for p in range(1, len(buf), _ENTRY)]
+    try:
+        entries = parse_bundle(data, width)
+    except MalformedError as e:
+        raise LocatedError(
+            "proof", f"{bundle.path()}: {e} (a truncated or padded bundle)"
+        ) from None
+    return [sha(b"\x00" + e).digest() for e in entries]
 
 
 def _check_entries(
@@ -226,44 +353,69 @@ def _check_entries(
     new: Checkpoint,
     progress: Callable[[int, int], None] | None,
 ) -> int:
-    """Check the entries of positions [old size, new size) against the new root; their count."""
+    """Check the entries of positions [old size, new size) against the new root; their count.
+
+    Every new bundle's leaf hashes must be its level-0 tile; every full tile completed since
+    the old size must have its root at its place in the tile above, level by level. The tiles
+    were checked to give the new root (and, with a state, the consistency proof from the old
+    one), and the root reads the top of each chain: so the entries are the leaves of the
+    signed tree. Bundles and the level-0 tiles not fetched yet are fetched ahead over the
+    fetcher's connections while earlier ones are hashed."""
     start = 0 if old is None else old.size
-    frontier = _frontier(reader, start)
-    if old is not None and _fold(frontier) != old.root:
+    if old is not None and _fold(_frontier(reader, start)) != old.root:
         raise LocatedError(
             "proof",
             f"the tiles do not give the accepted root of size {start}",
             checkpoint_size=new.size,
         )
     total = new.size - start
-    for index in range(start // TILE_WIDTH, -(-new.size // TILE_WIDTH)):
-        bundle = Bundle(index, min(TILE_WIDTH, new.size - index * TILE_WIDTH))
-        data = reader.fetcher.get(bundle.path(), _MAX_BUNDLE)
-        try:
-            entries = parse_bundle(data, bundle.width)
-        except MalformedError as e:
-            raise LocatedError(
-                "proof", f"{bundle.path()}: {e} (a truncated or padded bundle)"
-            ) from None
-        leaves = [merkle.leaf_hash(e) for e in entries]
-        if b"".join(leaves) != reader.read_tile(bundle.tile):
+    changed = new_tiles(start, new.size)
+    bundles = [Bundle(t.index, t.width) for t in changed if t.level == 0]
+    paths: list[tuple[str, int]] = []
+    for bundle in bundles:
+        paths.append((bundle.path(), _MAX_BUNDLE))
+        if bundle.tile not in reader.tiles:
+            paths.append((bundle.tile.path(), FULL_TILE_SIZE))
+    fetched = reader.fetcher.get_many(paths)
+    roots: dict[int, bytes] = {}  # index -> root of a full tile of the level just checked
+    for bundle in bundles:
+        data = next(fetched)
+        tile = bundle.tile
+        if tile not in reader.tiles:
+            reader.add(tile, next(fetched))
+        leaves = _leaf_hashes(bundle, data)
+        if b"".join(leaves) != reader.read_tile(tile):
             raise LocatedError(
                 "proof",
-                f"{bundle.path()} does not hash to its level-0 tile {bundle.tile.path()} "
+                f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
                 "(entries rewritten, reordered or missing)",
                 checkpoint_size=new.size,
             )
-        first = max(start, index * TILE_WIDTH) - index * TILE_WIDTH
-        for leaf in leaves[first:]:
-            _append(frontier, leaf)
+        if bundle.is_full:
+            roots[bundle.index] = _tile_root(leaves)
         if progress is not None:
-            progress(index * TILE_WIDTH + bundle.width - start, total)
-    if _fold(frontier) != new.root:
-        raise LocatedError(
-            "proof",
-            f"the entries do not extend the accepted tree to the root of size {new.size}",
-            checkpoint_size=new.size,
-        )
+            progress(bundle.index * TILE_WIDTH + bundle.width - start, total)
+    for level in range(1, MAX_LEVEL + 1):
+        above = [t for t in changed if t.level == level]
+        if not above:
+            break
+        next_roots: dict[int, bytes] = {}
+        for tile in above:
+            data = reader.read_tile(tile)
+            hashes = [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
+            for i, h in enumerate(hashes):
+                child = roots.get(tile.index * TILE_WIDTH + i)
+                if child is not None and child != h:
+                    below = Tile(level - 1, tile.index * TILE_WIDTH + i)
+                    raise LocatedError(
+                        "proof",
+                        f"tile {tile.path()} does not hold the root of tile {below.path()} at"
+                        f" position {i} (a tile was rewritten)",
+                        checkpoint_size=new.size,
+                    )
+            if tile.is_full:
+                next_roots[tile.index] = _tile_root(hashes)
+        roots = next_roots
     return total
 
 
@@ -361,6 +513,7 @@ def _judge_round(
         report.check("entries", "entry bundles extend the tree to the new root", count, "entries")
         report.facts["entries"] = count
     report.facts["requests"] = fetcher.requests
+    report.facts["bytes"] = fetcher.bytes
     return note
 
 
@@ -389,6 +542,7 @@ def follow_once(
     state_path = Path(state)
     evidence_dir = Path(evidence) if evidence is not None else Path(f"{state_path}.evidence")
     report = Report("follow", {"log": url, "state": str(state_path)})
+    fetcher: Fetcher | None = None
     try:
         fetcher = Fetcher(url, timeout=timeout)
         held = _read_state(state_path)
@@ -399,6 +553,9 @@ def follow_once(
         return report.fail(failure_from(d.error, "log"))
     except (VerificationError, MalformedError, UsageError, OSError) as e:
         return report.fail(failure_from(e, "log"))
+    finally:
+        if fetcher is not None:
+            fetcher.close()
     if note != held:
         _write_state(state_path, note)
     return report

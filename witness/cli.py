@@ -4,8 +4,9 @@ Verbs::
 
     tlog-witness init --name NAME [--dir DIR] [--mldsa] [--json]
     tlog-witness vkey [--key FILE]...
-    tlog-witness add-log ORIGIN --key VKEY [--key VKEY]... [--qpd N]
+    tlog-witness add-log ORIGIN --key VKEY [--key VKEY]... [--qpd N] [--tiles URL]
     tlog-witness add-key ORIGIN VKEY
+    tlog-witness set-tiles ORIGIN URL|none
     tlog-witness disable-log ORIGIN
     tlog-witness enable-log ORIGIN
     tlog-witness list-logs [--json]
@@ -14,6 +15,7 @@ Verbs::
     tlog-witness export-state [--out FILE]
     tlog-witness import-state FILE
     tlog-witness serve [--listen HOST:PORT] [--name NAME] [--key FILE]... [--check] [...]
+    tlog-witness feed [--once] [--interval S] [--timeout S] [--origin ORIGIN]... [--json]
 
 State options (every verb but ``vkey``): ``--db PATH`` (a SQLite file; environment variable
 ``TLOG_WITNESS_DB``) or ``--postgres URL`` (a libpq URL or connection string;
@@ -47,6 +49,12 @@ key that an existing log lacks, and sets a log's qpd to the listed one. It never
 or a key and never enables a disabled log (its keys and qpd are still updated). Each change is
 written on its own and re-running converges, so an interrupted pull is safe to repeat. It
 prints one line per change and a summary; ``--dry-run`` writes nothing.
+
+``feed`` follows the logs that have a tiles URL (``add-log --tiles``, ``set-tiles``): it
+fetches each one's checkpoint and the tiles a consistency proof needs, builds the proof and
+submits it through the server's own add-checkpoint checks and commit (:mod:`witness.feed`),
+beside ``serve`` on the same state. ``--once`` exits 1 when a log was refused (a fork, a bad
+signature), 4 when a round was unusable (a fetch failed), else 0.
 
 Exit status (:func:`main` is the one place that maps exceptions to statuses):
 
@@ -84,6 +92,7 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from tlog.cli import files as clifiles
 from tlog.cli import run as clirun
@@ -100,14 +109,17 @@ from witness.cli_help import (
     EPILOG_DISABLE,
     EPILOG_EVIDENCE,
     EPILOG_EXPORT,
+    EPILOG_FEED,
     EPILOG_IMPORT,
     EPILOG_INIT,
     EPILOG_LIST,
     EPILOG_MAIN,
     EPILOG_PULL,
+    EPILOG_SET_TILES,
     EPILOG_VKEY,
     serve_epilog,
 )
+from witness.config import DEFAULT_FEED_INTERVAL, DEFAULT_FEED_TIMEOUT
 from witness.errors import FetchError
 from witness.pull import DEFAULT_FETCH_TIMEOUT, pull_logs, quote, read_log_list
 from witness.settings import (
@@ -117,6 +129,7 @@ from witness.settings import (
     PROG,
     ServeSettings,
     check_lines,
+    cosigner,
     find_config,
     flag,
     key_paths,
@@ -136,6 +149,10 @@ from witness.sqlstate import (
     parse_state,
 )
 from witness.state import WitnessState
+from witness.statecheck import check_tiles_url
+
+if TYPE_CHECKING:
+    from witness.feed import FeedResult
 
 __all__ = ["COMMAND", "FetchError", "ServeSettings", "main", "serve_settings"]
 
@@ -207,10 +224,25 @@ def _cmd_add_log(args: argparse.Namespace) -> int:
     origin = _origin_arg(args.origin)
     vkeys = tuple(nonempty(k, "--key") for k in args.key)
     qpd = None if args.qpd is None else decimal_arg(args.qpd, "--qpd", 1)
+    tiles = None if args.tiles is None else check_tiles_url(args.tiles)
     with _open(args) as state:
-        state.add_log(origin, vkeys, qpd)
+        state.add_log(origin, vkeys, qpd, tiles)
     n = len(set(vkeys))
-    write_stdout(f"added {quote(origin)} ({n} key{'s' if n > 1 else ''})\n")
+    fed = "" if tiles is None else f", fed from {tiles}"
+    write_stdout(f"added {quote(origin)} ({n} key{'s' if n > 1 else ''}{fed})\n")
+    return EXIT_OK
+
+
+def _cmd_set_tiles(args: argparse.Namespace) -> int:
+    origin = _origin_arg(args.origin)
+    url = None if args.url == "none" else check_tiles_url(args.url)
+    with _open(args) as state:
+        if state.log(origin) is None:
+            raise UsageError(f"log {quote(origin)} is not configured (add it with add-log)")
+        state.set_tiles(origin, url)
+    write_stdout(
+        f"{quote(origin)}: no tiles URL\n" if url is None else f"{quote(origin)}: fed from {url}\n"
+    )
     return EXIT_OK
 
 
@@ -260,6 +292,7 @@ def _cmd_list_logs(args: argparse.Namespace) -> int:
                 "keys": list(config.keys),
                 "qpd": config.qpd,
                 "disabled": config.disabled,
+                "tiles": config.tiles,
                 "size": None if c is None else c.size,
                 "root": None if c is None else b64encode(c.root),
                 "updated_at": None if c is None else c.updated_at,
@@ -272,6 +305,8 @@ def _cmd_list_logs(args: argparse.Namespace) -> int:
         state_text = "disabled" if config.disabled else "enabled"
         out.append(f"{quote(config.origin)} {state_text} {size}{when} qpd {qpd}\n")
         out.extend(f"  key {k}\n" for k in config.keys)
+        if config.tiles is not None:
+            out.append(f"  tiles {config.tiles}\n")
     write_stdout("".join(out))
     return EXIT_OK
 
@@ -358,6 +393,57 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve(factory, vkeys=vkeys, logger=logger, **s.serve_options())
 
 
+def _cmd_feed(args: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415 - feed only
+    import signal  # noqa: PLC0415
+
+    from witness.feed import run_feed  # noqa: PLC0415 - aiohttp
+    from witness.server import COSIGNING_KEY, make_app  # noqa: PLC0415
+    from witness.serving import request_logger  # noqa: PLC0415
+
+    cfg = find_config(args.config)
+    name, keys = read_witness_keys(
+        key_paths(args.key, cfg), args.name if args.name is not None else cfg.name if cfg else None
+    )
+    interval = wconfig.parse_seconds(args.interval, "--interval", positive=True)
+    timeout = wconfig.parse_seconds(args.timeout, "--timeout", positive=True)
+    origins = tuple(_origin_arg(o) for o in args.origin or ())
+    db, pg = _state_of(args)
+    if not pg:
+        refuse_missing(db)
+    logger = request_logger()
+
+    def report(r: FeedResult) -> None:
+        write_stdout(r.json_line() if args.json else r.line())
+
+    async def main() -> int:
+        with open_existing(db, pg) as state:
+            # config_ttl 0: each round reads the logs' configuration afresh.
+            app = make_app(
+                state,
+                [cosigner(k) for k in keys],
+                name=name,
+                config_ttl=0.0,
+                status_endpoints=False,
+                logger=logger,
+            )
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            return await run_feed(
+                app[COSIGNING_KEY],
+                once=args.once,
+                interval=interval,
+                timeout=timeout,
+                origins=origins,
+                report=report,
+                stop=stop,
+            )
+
+    return asyncio.run(main())
+
+
 # --- the verbs' arguments --------------------------------------------------------------------
 
 
@@ -439,6 +525,34 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
         "--key", action="append", required=True, metavar="VKEY", help="log vkey (repeatable)"
     )
     p.add_argument("--qpd", metavar="N", help="requests per day (default: unlimited)")
+    p.add_argument("--tiles", metavar="URL", help="where the log serves tlog-tiles (for feed)")
+
+
+def _set_tiles_args(p: argparse.ArgumentParser) -> None:
+    _state_options(p)
+    p.add_argument("origin", metavar="ORIGIN", help="the log's origin")
+    p.add_argument("url", metavar="URL|none", help="the log's tiles URL, or none to clear it")
+
+
+def _feed_args(p: argparse.ArgumentParser) -> None:
+    _state_options(p)
+    p.add_argument("--once", action="store_true", help="one round, then exit")
+    p.add_argument(
+        "--interval",
+        default=f"{DEFAULT_FEED_INTERVAL:g}",
+        metavar="S",
+        help=f"seconds between rounds (default {DEFAULT_FEED_INTERVAL:g})",
+    )
+    p.add_argument(
+        "--timeout",
+        default=f"{DEFAULT_FEED_TIMEOUT:g}",
+        metavar="S",
+        help=f"seconds for each HTTP request (default {DEFAULT_FEED_TIMEOUT:g})",
+    )
+    p.add_argument("--origin", action="append", metavar="ORIGIN", help="only this log (repeatable)")
+    p.add_argument("--name", metavar="NAME", help="the witness's name (default: the keys')")
+    p.add_argument("--key", action="append", metavar="FILE", help="signer key file (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON Lines")
 
 
 def _add_key_args(p: argparse.ArgumentParser) -> None:
@@ -577,6 +691,13 @@ COMMAND = _WitnessCommand(
             "add-key", "trust one more key for a log", EPILOG_ADD_KEY, _cmd_add_key, _add_key_args
         ),
         Verb(
+            "set-tiles",
+            "set or clear the tiles URL a log is fed from",
+            EPILOG_SET_TILES,
+            _cmd_set_tiles,
+            _set_tiles_args,
+        ),
+        Verb(
             "disable-log",
             "refuse a log's checkpoints",
             EPILOG_DISABLE,
@@ -608,6 +729,7 @@ COMMAND = _WitnessCommand(
             _import_args,
         ),
         Verb("serve", "run the witness server", serve_epilog(), _cmd_serve, _serve_args),
+        Verb("feed", "follow logs by their tiles URL", EPILOG_FEED, _cmd_feed, _feed_args),
         Verb(
             _CONFORMANCE,
             "run the black-box protocol suite against a witness URL",

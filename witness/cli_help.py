@@ -78,11 +78,48 @@ examples:
 EPILOG_ADD_LOG = f"""\
 Follows a new log: its checkpoints are cosigned when signed by one of its keys (vkeys of type
 0x01 Ed25519 or 0x06 ML-DSA-44; repeat --key for several). --qpd caps the add-checkpoint
-requests per UTC day (429 beyond). An origin already configured, even disabled, is refused:
-logs are never deleted, since re-adding one could let the witness cosign a split view.
+requests per UTC day (429 beyond). --tiles URL names where the log publishes itself as
+C2SP tlog-tiles (URL/checkpoint, URL/tile/...): '{PROG} feed' then follows it (see
+set-tiles). An origin already configured, even disabled, is refused: logs are never deleted,
+since re-adding one could let the witness cosign a split view.
 
 examples:
   {PROG} add-log example.com/log --key example.com/log+0123abcd+AQ... --qpd 86400
+  {PROG} add-log example.com/journal/acme --key example.com/journal/acme+89ab4567+AQ... \\
+      --tiles https://example.com/journal/acme/
+"""
+
+EPILOG_SET_TILES = f"""\
+Sets the URL a configured log publishes its C2SP tlog-tiles under (http:// or https://, no
+query; a '/' is added at the end), which '{PROG} feed' reads the log from; 'none' clears it
+(the witness then only cosigns what is submitted to it).
+
+examples:
+  {PROG} set-tiles example.com/journal/acme https://example.com/journal/acme/
+  {PROG} set-tiles example.com/journal/acme none
+"""
+
+EPILOG_FEED = f"""\
+Follows every enabled log that has a tiles URL (add-log --tiles, set-tiles), or only those
+given with --origin: each round fetches the log's checkpoint, checks it is signed by the log's
+keys, fetches the tiles a consistency proof from the witness's cosigned size needs, builds the
+proof itself and submits it through the very checks of POST /add-checkpoint (the log's
+signature, the quota, consistency with the stored checkpoint, the durable compare-and-swap):
+it cosigns nothing the server would refuse. A fork (a served tree not consistent with the
+cosigned one, or another root at the cosigned size) is refused and kept as evidence ('{PROG}
+evidence'). A log serving a smaller size than the cosigned one is reported and left alone.
+
+One line per log and round on standard output (--json: one JSON object): cosigned, unchanged,
+behind, refused, lost (another submitter was first; the next round catches up) or unusable
+(a fetch failed, or the tiles do not hash to the checkpoint's root; the next round retries).
+The keys and name are those of 'serve' (--key, --name, or witness.toml). It runs beside
+'serve' on the same state, a round every --interval seconds (default 60) until SIGTERM or
+SIGINT (exit 0); --once runs one round and exits 1 if a log was refused, 4 if a round was
+unusable, else 0.
+
+examples:
+  {PROG} feed --config /var/lib/witness/witness.toml
+  {PROG} feed --once --origin example.com/journal/acme
 """
 
 EPILOG_ADD_KEY = f"""\

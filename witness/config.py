@@ -133,6 +133,11 @@ MLDSA_KEY_FILE = "witness-mldsa.key"
 DB_FILE = "witness.db"
 """The default SQLite state file."""
 
+DEFAULT_FEED_INTERVAL = 60.0
+"""Seconds between two rounds of ``tlog-witness feed`` (:mod:`witness.feed`)."""
+DEFAULT_FEED_TIMEOUT = 30.0
+"""Seconds for each HTTP request of a ``tlog-witness feed`` round."""
+
 DEFAULT_LISTEN = "127.0.0.1:7380"
 DEFAULT_MAX_BODY = 1051475
 """Equal to :data:`tlog.witnessproto.MAX_REQUEST_SIZE` (a test checks it)."""

@@ -346,6 +346,20 @@ class Cosigning(MonitoringEndpoints):
     async def add_checkpoint(self, request: web.Request) -> web.Response:
         info = request[INFO_KEY]
         body = await self.read_body(request)
+        cosigs = await self.cosign(body, info)
+        return web.Response(
+            body=format_cosignature_response(cosigs),
+            headers={"Content-Type": TEXT_CONTENT_TYPE},
+        )
+
+    async def cosign(self, body: bytes, info: dict[str, Any]) -> list[Signature]:
+        """add-checkpoint after the body is read: every step of :mod:`witness.server` from the
+        parse to the durable compare-and-swap, then this witness's cosignature lines (already
+        committed). The one path to a cosignature of a log's checkpoint, for a POST as for
+        ``tlog-witness feed`` (:mod:`witness.feed`), which hands it the body a client would
+        have sent. Refusals raise what :mod:`witness.errors` maps to a status (a 409 is a
+        :class:`~tlog.witnessproto.ConflictError`, a 422 a ProofError, 404 UnknownLogError,
+        ...); ``info`` receives the log fields of the request."""
         req = AddCheckpointRequest.parse(body)
         info["old"] = req.old
         origin = origin_of(req.checkpoint)
@@ -418,10 +432,7 @@ class Cosigning(MonitoringEndpoints):
                 latest = kept[0].stored
                 raise ConflictError(0 if latest is None else latest.size)
         self.metrics.cosignatures += len(cosigs)
-        return web.Response(
-            body=format_cosignature_response(cosigs),
-            headers={"Content-Type": TEXT_CONTENT_TYPE},
-        )
+        return cosigs
 
     async def sign_subtree(self, request: web.Request) -> web.Response:
         info = request[INFO_KEY]

@@ -169,6 +169,7 @@ from witness.plumbing import LOGGER_NAME, Clock
 from witness.state import WitnessState
 
 __all__ = [
+    "COSIGNING_KEY",
     "DEFAULT_READ_TIMEOUT",
     "GUARD_KEY",
     "LOGGER_NAME",
@@ -187,6 +188,10 @@ _READ_BUFSIZE = 16384  # body bytes aiohttp buffers per connection before it pau
 GUARD_KEY = web.AppKey("witness_guard", ConnectionGuard)
 """The application's :class:`~witness.connections.ConnectionGuard`: a site that serves the
 application listens through it (:class:`~witness.connections.GuardedSite`)."""
+
+COSIGNING_KEY = web.AppKey("witness_cosigning", Cosigning)
+"""The application's :class:`~witness.cosigning.Cosigning`: its checks and commits, which
+``tlog-witness feed`` (:mod:`witness.feed`) submits through without HTTP."""
 
 RUNNER_OPTIONS_KEY = web.AppKey("witness_runner_options", dict)
 """Keyword arguments for the ``web.AppRunner`` that serves the application: aiohttp's own
@@ -372,6 +377,7 @@ def make_app(
     )
     app = web.Application(middlewares=[witness.middleware], client_max_size=max_body)
     app[GUARD_KEY] = witness.guard
+    app[COSIGNING_KEY] = witness
     app[RUNNER_OPTIONS_KEY] = _runner_options(witness)
 
     async def on_shutdown(_app: web.Application) -> None:

@@ -13,7 +13,7 @@ file of ``export_state``/``import_state`` is :mod:`witness.statefile`.
 Schema (created idempotently when a handle opens; safe from several processes at once)::
 
     witness_meta (singleton=1, schema_version)
-    logs         (origin PK, qpd NULL or > 0, disabled)
+    logs         (origin PK, qpd NULL or > 0, disabled, tiles NULL or a URL)
     log_keys     (origin -> logs, vkey)                        PK (origin, vkey)
     latest       (origin PK -> logs, size, root, note, updated_at)
     evidence     (id PK, increasing, origin -> logs, reason, request, stored_note,
@@ -82,15 +82,16 @@ from witness.statecheck import (
     check_origin,
     check_qpd,
     check_swap,
+    check_tiles_url,
     could_be_configured,
 )
 from witness.statefile import STATE_HEADER, format_state, parse_state
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
-"""Version of the schema, recorded in ``witness_meta``. A state of version 1 is upgraded when
-opened (:data:`_UPGRADES`); a state of any other version is refused."""
+SCHEMA_VERSION = 3
+"""Version of the schema, recorded in ``witness_meta``. A state of version 1 or 2 is upgraded
+when opened (:data:`_UPGRADES`); a state of any other version is refused."""
 
 MAX_EVIDENCE_PER_LOG = 64
 """Evidence rows kept per log: beyond, a proven split view is logged, not kept."""
@@ -165,7 +166,8 @@ _DDL = (
     """CREATE TABLE IF NOT EXISTS logs (
         origin {key} NOT NULL PRIMARY KEY,
         qpd BIGINT CHECK (qpd IS NULL OR qpd > 0),
-        disabled {bool} NOT NULL)""",
+        disabled {bool} NOT NULL,
+        tiles TEXT)""",
     """CREATE TABLE IF NOT EXISTS log_keys (
         origin {key} NOT NULL REFERENCES logs (origin),
         vkey {key} NOT NULL,
@@ -201,6 +203,8 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
         "ALTER TABLE evidence ADD COLUMN proves {blob}",
         "CREATE UNIQUE INDEX IF NOT EXISTS evidence_proves ON evidence (origin, proves)",
     ),
+    # 2 -> 3: a log may name the tiles URL that tlog-witness feed reads it from.
+    2: ("ALTER TABLE logs ADD COLUMN tiles TEXT",),
 }
 """Statements that take a state from version N to N + 1, run in one write transaction."""
 
@@ -297,18 +301,22 @@ class SQLState(WitnessState):
 
     # --- configuration -------------------------------------------------------------------------
 
-    def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
+    def add_log(
+        self, origin: str, keys: tuple[str, ...], qpd: int | None = None, tiles: str | None = None
+    ) -> None:
         """Follow a new log. Requires: a valid origin, at least one log vkey, qpd None or
-        positive. An origin already configured (enabled or disabled) is a UsageError."""
+        positive, tiles None or a tiles URL. An origin already configured (enabled or
+        disabled) is a UsageError."""
         check_origin(origin)
         vkeys = check_keys(keys)
         qpd = check_qpd(qpd)
+        url = None if tiles is None else check_tiles_url(tiles)
 
         def work(tx: Tx) -> None:
             if not tx.execute(
-                "INSERT INTO logs (origin, qpd, disabled) VALUES (?, ?, ?)"
+                "INSERT INTO logs (origin, qpd, disabled, tiles) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (origin) DO NOTHING",
-                (origin, qpd, False),
+                (origin, qpd, False, url),
             ):
                 raise UsageError(
                     f"log {origin} is already configured (disabled logs are never deleted)"
@@ -356,16 +364,21 @@ class SQLState(WitnessState):
         check_origin(origin)
         self._update_log(origin, "qpd", check_qpd(qpd))
 
+    def set_tiles(self, origin: str, url: str | None) -> None:
+        """Set (a tiles URL) or clear (None) a configured log's tiles URL."""
+        check_origin(origin)
+        self._update_log(origin, "tiles", None if url is None else check_tiles_url(url))
+
     def log(self, origin: str) -> LogConfig | None:
         if not could_be_configured(origin):
             return None
 
         def work(tx: Tx) -> LogConfig | None:
-            row = tx.one("SELECT qpd, disabled FROM logs WHERE origin = ?", (origin,))
+            row = tx.one("SELECT qpd, disabled, tiles FROM logs WHERE origin = ?", (origin,))
             if row is None:
                 return None
             keys = tx.all("SELECT vkey FROM log_keys WHERE origin = ? ORDER BY vkey", (origin,))
-            return _log_config(origin, row[0], row[1], [k for (k,) in keys])
+            return _log_config(origin, row[0], row[1], [k for (k,) in keys], row[2])
 
         return self._read(work)
 
@@ -671,23 +684,26 @@ class SQLState(WitnessState):
         self._write(work)
 
 
-def _log_config(origin: str, qpd: object, disabled: object, keys: list[object]) -> LogConfig:
+def _log_config(
+    origin: str, qpd: object, disabled: object, keys: list[object], tiles: object = None
+) -> LogConfig:
     return LogConfig(
         origin,
         tuple(_STORED.text(k, "log key") for k in keys),
         None if qpd is None else _STORED.integer(qpd, "qpd", 1),
         _STORED.boolean(disabled, "disabled flag"),
+        None if tiles is None else _STORED.text(tiles, "tiles URL"),
     )
 
 
 def _all_logs(tx: Tx) -> list[LogConfig]:
-    rows = tx.all("SELECT origin, qpd, disabled FROM logs ORDER BY origin")
+    rows = tx.all("SELECT origin, qpd, disabled, tiles FROM logs ORDER BY origin")
     keys: dict[object, list[object]] = {}
     for origin, vkey in tx.all("SELECT origin, vkey FROM log_keys ORDER BY origin, vkey"):
         keys.setdefault(origin, []).append(vkey)
     return [
-        _log_config(_STORED.text(o, "origin"), qpd, disabled, keys.get(o, []))
-        for o, qpd, disabled in rows
+        _log_config(_STORED.text(o, "origin"), qpd, disabled, keys.get(o, []), tiles)
+        for o, qpd, disabled, tiles in rows
     ]
 
 

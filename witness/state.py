@@ -35,6 +35,8 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tlog.errors import UsageError
+
 _EVERY = (1 << 63) - 1  # a limit that reads every row (the defaults of the read methods)
 
 
@@ -46,6 +48,9 @@ class LogConfig:
     keys: tuple[str, ...]
     qpd: int | None = None
     disabled: bool = False
+    tiles: str | None = None
+    """The log's C2SP tlog-tiles URL prefix (ending in ``/``) that ``tlog-witness feed``
+    follows, or None: the witness only waits for the log to submit."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,11 @@ class WitnessState(abc.ABC):
     # --- configuration -----------------------------------------------------------------------
 
     @abc.abstractmethod
-    def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
-        """Follow a new log. Refuses an origin that exists (enabled or disabled)."""
+    def add_log(
+        self, origin: str, keys: tuple[str, ...], qpd: int | None = None, tiles: str | None = None
+    ) -> None:
+        """Follow a new log (``tiles``: its tiles URL, :meth:`set_tiles`). Refuses an origin
+        that exists (enabled or disabled)."""
 
     @abc.abstractmethod
     def add_key(self, origin: str, vkey: str) -> None:
@@ -123,6 +131,11 @@ class WitnessState(abc.ABC):
     @abc.abstractmethod
     def set_qpd(self, origin: str, qpd: int | None) -> None:
         """Set or clear a log's requests-per-day quota."""
+
+    def set_tiles(self, origin: str, url: str | None) -> None:
+        """Set (a URL, :func:`witness.statecheck.check_tiles_url`) or clear (None) the tiles
+        URL ``tlog-witness feed`` reads a log from. A state that cannot keep one refuses."""
+        raise UsageError(f"this state ({type(self).__name__}) keeps no tiles URLs")
 
     @abc.abstractmethod
     def log(self, origin: str) -> LogConfig | None:

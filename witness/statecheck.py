@@ -37,6 +37,9 @@ MAX_ORIGIN_BYTES = 512
 MAX_VKEY_BYTES = 2048
 """Longest log vkey, in UTF-8 bytes (an ML-DSA-44 vkey with a 255-byte name is 2017)."""
 
+MAX_TILES_URL_BYTES = 2048
+"""Longest tiles URL of a fed log (:func:`check_tiles_url`)."""
+
 MAX_REASON_CHARS = 1024
 """Longest evidence reason, in characters."""
 
@@ -102,6 +105,29 @@ def check_keys(keys: object) -> list[str]:
     for k in keys:
         check_log_vkey(k)
     return sorted(set(keys))
+
+
+def check_tiles_url(url: object) -> str:
+    """A log's tiles URL, the prefix of its C2SP tlog-tiles resources that ``tlog-witness
+    feed`` reads (``<url>checkpoint``, ``<url>tile/...``): ``http://`` or ``https://``,
+    printable ASCII without spaces, at most :data:`MAX_TILES_URL_BYTES` bytes, with no query or
+    fragment; returned ending in ``/`` (MalformedError otherwise; UsageError for a non-str)."""
+    if not isinstance(url, str):
+        raise UsageError("a tiles URL is a str")
+    if not url.startswith(("http://", "https://")):
+        raise MalformedError(f"tiles URL {url[:80]!r} is not http:// or https://")
+    if len(url) > MAX_TILES_URL_BYTES or not url.isascii():
+        raise MalformedError(
+            f"tiles URL {url[:80]!r} is not ASCII of at most {MAX_TILES_URL_BYTES} bytes"
+        )
+    if any(not "!" <= c <= "~" for c in url):
+        raise MalformedError(f"tiles URL {url[:80]!r} holds a space or a control character")
+    if "?" in url or "#" in url:
+        raise MalformedError(f"tiles URL {url[:80]!r} has a query or a fragment")
+    host = url.split("://", 1)[1].split("/", 1)[0]
+    if not host:
+        raise MalformedError(f"tiles URL {url[:80]!r} has no host")
+    return url if url.endswith("/") else url + "/"
 
 
 def check_qpd(qpd: object) -> int | None:

@@ -29,8 +29,11 @@ from tlog.tiles import (
     TILE_WIDTH,
     Bundle,
     Tile,
+    TileHashReader,
     _new_tile_coords,  # private on purpose: general in the height, to run Go's height-10 vectors
     bundles_for_size,
+    consistency_proof_from_tiles,
+    consistency_tiles,
     format_bundle,
     format_tile_index,
     hash_from_tile,
@@ -926,3 +929,60 @@ def test_tessera_bundles_are_prefixes() -> None:
         data = (TESSERA / "log" / Bundle(0, size).path()).read_bytes()
         assert data.startswith(previous)
         previous = data
+
+
+# --- proofs from tiles alone (the shared core of tlog-verify follow and the witness feeder) --
+
+
+def _leaves(n: int) -> list[bytes]:
+    return [hashlib.sha256(b"leaf %d" % i).digest() for i in range(n)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_consistency_proof_from_tiles_is_the_logs_proof_and_reads_only_the_listed_tiles(
+    data: st.DataObject,
+) -> None:
+    new = data.draw(st.integers(1, 70_000), label="new")
+    old = data.draw(st.integers(0, new), label="old")
+    leaves = _leaves(new)
+    tiles = tiles_from_leaf_hashes(leaves)
+    tree = merkle.MemoryHashStore()
+    tree.extend(leaves)
+    asked: list[Tile] = []
+
+    def read(tile: Tile) -> bytes:
+        asked.append(tile)
+        return tiles[tile]
+
+    root, proof = consistency_proof_from_tiles(old, new, read)
+    assert root == tree.root(new)
+    want = merkle.consistency_proof(old, new, tree) if 0 < old < new else []
+    assert proof == want
+    listed = consistency_tiles(old, new)
+    assert len(set(listed)) == len(listed)
+    assert sorted(asked) == sorted(listed)  # each once, and nothing unlisted
+    if want:
+        merkle.verify_consistency(old, new, tree.root(old), root, proof)
+
+
+def test_consistency_tiles_small_cases() -> None:
+    assert consistency_tiles(0, 0) == []
+    # a node of height 8 is a hash of a level-1 tile
+    assert consistency_tiles(0, 256) == [Tile(1, 0, 1)]
+    assert consistency_tiles(256, 256) == [Tile(1, 0, 1)]
+    # 1000 = 512 + 256 (level-1 tile 0, width 3) + 232 (level-0 tile 3, partial)
+    assert consistency_tiles(0, 1000) == [Tile(1, 0, 3), Tile(0, 3, 232)]
+    # from 300: the proof also needs the hashes of [256, 300) and beside them in tile 0/1
+    assert consistency_tiles(300, 1000) == [Tile(1, 0, 3), Tile(0, 3, 232), Tile(0, 1)]
+    with pytest.raises(UsageError):
+        consistency_tiles(5, 4)
+    with pytest.raises(UsageError):
+        consistency_proof_from_tiles(5, 4, lambda t: b"")
+
+
+def test_tile_hash_reader_refuses_a_tile_of_the_wrong_length() -> None:
+    tiles = tiles_from_leaf_hashes(_leaves(300))
+    reader = TileHashReader(300, lambda t: tiles[t][:-1])
+    with pytest.raises(MalformedError, match="truncated or padded tile"):
+        reader.root()

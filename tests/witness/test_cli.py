@@ -225,6 +225,7 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
             "keys": [log.vkey],
             "qpd": 1000,
             "disabled": False,
+            "tiles": None,
             "size": None,
             "root": None,
             "updated_at": None,

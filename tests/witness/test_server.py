@@ -110,11 +110,13 @@ class MemoryState(WitnessState):
         self._proves: set[tuple[str, bytes]] = set()
         self._counts: dict[tuple[str, int], int] = {}
 
-    def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
+    def add_log(
+        self, origin: str, keys: tuple[str, ...], qpd: int | None = None, tiles: str | None = None
+    ) -> None:
         with self._lock:
             if origin in self._logs:
                 raise UsageError(f"log {origin} exists")
-            self._logs[origin] = LogConfig(origin, tuple(keys), qpd)
+            self._logs[origin] = LogConfig(origin, tuple(keys), qpd, tiles=tiles)
 
     def add_key(self, origin: str, vkey: str) -> None:
         with self._lock:
@@ -241,8 +243,10 @@ class Recorder(WitnessState):
     def history(self) -> list[tuple[str, int]]:
         return self.stats.history
 
-    def add_log(self, origin: str, keys: tuple[str, ...], qpd: int | None = None) -> None:
-        self.inner.add_log(origin, keys, qpd)
+    def add_log(
+        self, origin: str, keys: tuple[str, ...], qpd: int | None = None, tiles: str | None = None
+    ) -> None:
+        self.inner.add_log(origin, keys, qpd, tiles)
 
     def add_key(self, origin: str, vkey: str) -> None:
         self.inner.add_key(origin, vkey)

@@ -1082,6 +1082,7 @@ def test_a_version_1_state_is_upgraded_and_keeps_its_evidence(backend: Any, open
     for stmt in (
         "DROP INDEX evidence_proves",
         "ALTER TABLE evidence DROP COLUMN proves",
+        "ALTER TABLE logs DROP COLUMN tiles",
         "UPDATE witness_meta SET schema_version = 1",
     ):
         _raw_execute(backend, stmt)
@@ -1099,6 +1100,52 @@ def test_a_version_1_state_is_upgraded_and_keeps_its_evidence(backend: Any, open
     assert first is not None
     assert s2.add_evidence(ORIGIN, "fork", b"r2", None, T0, proves=b"p" * 32) is None
     assert len(s2.evidence(ORIGIN)) == 2
+
+
+def test_a_version_2_state_is_upgraded_and_its_logs_have_no_tiles_url(
+    backend: Any, opener: Opener
+) -> None:
+    """A state written before logs named a tiles URL (schema 2) gains the column, NULL."""
+    s = opener()
+    s.add_log(ORIGIN, (LOG_KEY.vkey(),), qpd=3)
+    for stmt in (
+        "ALTER TABLE logs DROP COLUMN tiles",
+        "UPDATE witness_meta SET schema_version = 2",
+    ):
+        _raw_execute(backend, stmt)
+    for _ in range(2):
+        s2 = opener(create=False)
+    assert s2.log(ORIGIN) == LogConfig(ORIGIN, (LOG_KEY.vkey(),), 3, False, None)
+    s2.set_tiles(ORIGIN, "https://example.com/log")
+    assert s2.log(ORIGIN) == LogConfig(
+        ORIGIN, (LOG_KEY.vkey(),), 3, False, "https://example.com/log/"
+    )
+
+
+def test_a_logs_tiles_url_is_set_checked_and_cleared(state: WitnessState) -> None:
+    state.add_log(ORIGIN, (LOG_KEY.vkey(),), tiles="http://127.0.0.1:8080/journal/acme")
+    assert state.log(ORIGIN) == LogConfig(
+        ORIGIN, (LOG_KEY.vkey(),), tiles="http://127.0.0.1:8080/journal/acme/"
+    )
+    state.add_log(OTHER, (OTHER_KEY.vkey(),))
+    assert {c.origin: c.tiles for c in state.logs()} == {
+        ORIGIN: "http://127.0.0.1:8080/journal/acme/",
+        OTHER: None,
+    }
+    for bad in (
+        "ftp://x/",
+        "https://",
+        "https://x/ y",
+        "https://x/?a=1",
+        "https://é/",
+        "https://x/\n",
+    ):
+        with pytest.raises(MalformedError):
+            state.set_tiles(ORIGIN, bad)
+    with pytest.raises(UsageError, match="not configured"):
+        state.set_tiles("nobody.example/log", "https://x/")
+    state.set_tiles(ORIGIN, None)
+    assert state.log(ORIGIN) == LogConfig(ORIGIN, (LOG_KEY.vkey(),))
 
 
 def test_evidence_is_kept_once_per_thing_proved_and_bounded_per_log(state: WitnessState) -> None:
