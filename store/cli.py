@@ -596,7 +596,13 @@ def _cmd_restore(args: argparse.Namespace) -> int:
         )
     result = _jsonable(summary)
     assert isinstance(result, dict)
-    return _output(args, result, "".join(f"{k} {v}\n" for k, v in result.items()))
+    lines = []
+    for k, v in result.items():
+        if isinstance(v, dict):  # the inbox's summary, one line a figure
+            lines += [f"{k}_{name} {figure}\n" for name, figure in v.items()]
+        elif v is not None:  # no inbox: no line
+            lines.append(f"{k} {v}\n")
+    return _output(args, result, "".join(lines))
 
 
 _STATUSES = (

@@ -48,7 +48,7 @@ def test_the_first_of_the_commands_extras_that_provides_the_module(
     ("module", "extras"),
     [
         ("nacl", ("witness", "store", "postgres")),  # a base dependency: a broken install
-        ("aiohttp", ("store", "postgres")),  # not one of this command's extras
+        ("uvloop", ("store", "postgres")),  # not one of this command's extras
         ("aiohttp", ()),
         ("", ("witness",)),
     ],
