@@ -28,15 +28,20 @@ report says so and measures SQLite alone).
     sizes are reached by a *documented shortcut*, :func:`bulk_extend`: one transaction, over a
     connection opened by the store's own dialect, inserts the rows the store's ``append`` and
     ``seal`` would have written — ``run_state``, ``journal`` (the record and the seal record
-    from :func:`tlog.journal.make_record`), ``run_activity``, ``run_seal``, the RFC 6962 stored
-    hashes in ``tree_hash`` from :func:`tlog.merkle.stored_hashes_for_leaves` (reading the
-    log's right edge from the database), and the new size in ``log_state`` — with
-    ``executemany`` on SQLite and ``COPY`` on PostgreSQL. On PostgreSQL every size, the
+    from :func:`tlog.journal.make_record`), ``run_activity``, ``run_seal``, the outcome index
+    (``run_outcome``: the seal is each run's only conclusion, so position ``p``'s ordinal is
+    ``p + 1``, and the tenant's ``conclusion`` counter in ``counter`` moves to the new size),
+    the RFC 6962 stored hashes in ``tree_hash`` from
+    :func:`tlog.merkle.stored_hashes_for_leaves` (reading the log's right edge from the
+    database), and the new size in ``log_state`` — with ``executemany`` on SQLite and ``COPY``
+    on PostgreSQL. On PostgreSQL every size, the
     API-built one too, is followed by ``ANALYZE`` of the log's tables, as autovacuum would do
     after such growth (:func:`analyze`). That the shortcut writes what the API writes is
     checked, not assumed (:func:`check_rows`): after the API-built size, the rows the API wrote
     for the first runs are compared, column by column (timestamps aside), with the rows the
-    shortcut would write for them, and the tables the shortcut does not write must be empty.
+    shortcut would write for them, the ``counter`` and ``log_state`` rows with the log's size,
+    and every other table of the database (listed from the database, so that a table a later
+    schema adds is not missed) must be empty.
     After every size, the store's checkpoint root must equal the root of the expected heads,
     and sampled proofs from the store must verify against it.
 
@@ -86,6 +91,7 @@ from bench.merkle_bench import Section, fmt_ratio, fmt_time
 from store.api import Append, JournalStore
 from store.open import init_store, open_store
 from store.postgres import PostgresDialect
+from store.schema import CONCLUSION_COUNTER
 from store.sql import Dialect, Tx
 from store.sqlite import SQLiteDialect
 from tlog import merkle
@@ -374,13 +380,17 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "run_activity": ("tenant", "run", "updated_at"),
     "run_seal": ("tenant", "run", "position", "head", "outcome", "sealed_at"),
+    "run_outcome": ("tenant", "run", "outcome", "ordinal"),
     "tree_hash": ("tenant", "idx", "hash"),
 }
-"""The rows an ``append`` + ``seal`` of a one-record run writes (besides ``log_state``): two
+"""The per-run rows an ``append`` + ``seal`` of a one-record run writes (besides the
+``counter`` and ``log_state`` rows, which :func:`bulk_extend` moves to the new size): two
 journal rows per run, its record and its seal record."""
 _TIMES = {"updated_at", "sealed_at"}
-_UNWRITTEN = ("run_lease", "effect_once", "run_outcome", "run_cancel", "counter", "checkpoint")
-"""Tables the API path of the log build leaves empty, and the bulk loader does not write."""
+_SIZED = ("counter", "log_state")
+"""Tables holding one row of the log's size: the ``conclusion`` counter and the log size."""
+_UNTOUCHED = ("meta",)
+"""Tables written by ``init``, not by the log's build."""
 
 
 def log_rows(
@@ -412,6 +422,10 @@ def log_rows(
         "run_seal": [
             (TENANT, r, p, h, LOG_OUTCOME, now)
             for p, r, h in zip(range(lo, hi), runs, heads, strict=True)
+        ],
+        # Each run's seal is its only conclusion, and the runs are sealed in position order.
+        "run_outcome": [
+            (TENANT, r, LOG_OUTCOME, p + 1) for p, r in zip(range(lo, hi), runs, strict=True)
         ],
         "tree_hash": [(TENANT, first + i, h) for i, h in enumerate(hashes)],
     }
@@ -476,6 +490,7 @@ def bulk_extend(target: Target, expected: Expected, start: int, end: int) -> flo
             for table, rows in log_rows(expected, lo, hi, now, hashes).items():
                 _insert(tx, cursor, table, rows)
         tx.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (end, TENANT))
+        _move_counter(tx, start, end)
         cursor.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(Exception):
@@ -485,6 +500,31 @@ def bulk_extend(target: Target, expected: Expected, start: int, end: int) -> flo
         conn.close()
     analyze(target)
     return perf_counter() - began
+
+
+def _move_counter(tx: Tx, start: int, end: int) -> None:
+    """The tenant's ``conclusion`` counter from ``start`` (no row when 0) to ``end``, as
+    ``end - start`` seals would have moved it (:func:`store.schema.index_outcome`)."""
+    args = (TENANT, CONCLUSION_COUNTER)
+    row = tx.one("SELECT value FROM counter WHERE tenant = ? AND name = ?", args)
+    if (row[0] if row is not None else 0) != start:
+        raise AssertionError(f"the conclusion counter is {row}, not the log size {start}")
+    if row is None:
+        tx.execute("INSERT INTO counter (tenant, name, value) VALUES (?, ?, ?)", (*args, end))
+    else:
+        tx.execute("UPDATE counter SET value = ? WHERE tenant = ? AND name = ?", (end, *args))
+
+
+def database_tables(tx: Tx) -> list[str]:
+    """The names of the database's tables (SQLite's file; PostgreSQL's current schema)."""
+    if tx.dialect.name == "postgres":
+        sql = (
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        )
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    return sorted(str(r[0]) for r in tx.all(sql))
 
 
 def analyze(target: Target) -> None:
@@ -543,16 +583,34 @@ def check_rows(target: Target, expected: Expected, count: int) -> str:
             if [tuple(r) for r in got] != expect:
                 raise AssertionError(f"{target.name}: {table} rows differ from the bulk loader's")
             compared += len(got)
-        for table in _UNWRITTEN:
+        size_row = tx.one("SELECT size FROM log_state WHERE tenant = ?", (TENANT,))
+        size = -1 if size_row is None else size_row[0]
+        sized = {
+            "counter": tx.all("SELECT tenant, name, value FROM counter ORDER BY tenant, name"),
+            "log_state": tx.all("SELECT tenant, size FROM log_state ORDER BY tenant"),
+        }
+        if [tuple(r) for r in sized["counter"]] != [(TENANT, CONCLUSION_COUNTER, size)]:
+            raise AssertionError(f"{target.name}: counter rows {sized['counter']} differ")
+        if [tuple(r) for r in sized["log_state"]] != [(TENANT, size)]:
+            raise AssertionError(f"{target.name}: log_state rows {sized['log_state']} differ")
+        compared += 2
+        empty = 0
+        for table in database_tables(tx):
+            if table in _COLUMNS or table in _SIZED or table in _UNTOUCHED:
+                continue
             row = tx.one(f"SELECT COUNT(*) FROM {table}")
             if row is None or row[0] != 0:
-                raise AssertionError(f"{target.name}: {table} is not empty")
+                raise AssertionError(
+                    f"{target.name}: {table} has rows the bulk loader does not write"
+                )
+            empty += 1
         cursor.execute("COMMIT")
     finally:
         conn.close()
     return (
         f"the API's rows for the first {count:,} runs ({compared:,} rows in "
-        f"{len(_COLUMNS)} tables) equal the bulk loader's, timestamps aside"
+        f"{len(_COLUMNS) + len(_SIZED)} tables) equal the bulk loader's, timestamps aside; "
+        f"the {empty} other tables (meta aside) are empty"
     )
 
 
