@@ -717,6 +717,7 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from store.tileserver import (  # noqa: PLC0415 - aiohttp
+        DEFAULT_CACHE_BYTES,
         TileServer,
         make_app,
         request_logger,
@@ -736,7 +737,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         write_stdout("".join(f"listening on {u}\n" for u in urls))
 
     with _open(args) as store:
-        server = TileServer(tile_reads(store).tenants, open_source, logger=request_logger())
+        server = TileServer(
+            tile_reads(store).tenants,
+            open_source,
+            cache_bytes=DEFAULT_CACHE_BYTES,
+            logger=request_logger(),
+        )
         try:
             serve(make_app(server), host=host, port=port, announce=announce)
         finally:

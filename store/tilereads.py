@@ -22,6 +22,9 @@ cost that does not grow with the log:
 
 from __future__ import annotations
 
+import hashlib
+from typing import cast
+
 from store.db import Tx, check_int
 from store.errors import CorruptError
 from store.schema import stored_hash, stored_int, stored_note, stored_text
@@ -40,14 +43,15 @@ class TileReads(SQLCore):
         """The bytes of tile (``level``, ``index``) of ``width`` hashes: 32·width bytes.
 
         The ``width`` hashes must be complete in the log (``(index·256 + width)·256^level``
-        leaves at most the log's size): UsageError otherwise. One SELECT.
+        leaves at most the log's size): UsageError otherwise. One SELECT of the hashes (and one
+        of the log's size).
         """
         check_int(level, "tile level", 0, 63)
         check_int(index, "tile index", 0)
         check_int(width, "tile width", 1, TILE_WIDTH)
         height = TILE_HEIGHT * level
         first = index * TILE_WIDTH
-        wanted = [merkle.stored_hash_index(height, k) for k in range(first, first + width)]
+        wanted = _stored_indexes(height, first, width)
 
         def work(tx: Tx) -> bytes:
             size = self._log_size(tx)
@@ -56,7 +60,7 @@ class TileReads(SQLCore):
                     f"tile {level}/{index} of width {width} is not complete in the log's "
                     f"size {size}"
                 )
-            return b"".join(self._reader(tx).read_hashes(wanted))
+            return b"".join(self._ordered_hashes(tx, wanted))
 
         return self._read(work)
 
@@ -67,6 +71,7 @@ class TileReads(SQLCore):
         check_int(start, "first position", 0)
         check_int(count, "count", 1, TILE_WIDTH)
         end = start + count
+        wanted = _stored_indexes(0, start, count)
 
         def work(tx: Tx) -> list[bytes]:
             size = self._log_size(tx)
@@ -77,28 +82,44 @@ class TileReads(SQLCore):
                 " AND position < ? ORDER BY position",
                 (self._tenant, start, end),
             )
-            heads: list[bytes] = []
-            for position, head in rows:
-                at = stored_int(position, "log position")
-                if at != start + len(heads):
-                    break
-                heads.append(stored_hash(head, f"sealed head at position {at}"))
-            if len(heads) != count:
+            positions = [r[0] for r in rows]
+            if positions != list(range(start, end)):
+                # Which position is missing (or stored wrong): the slow path names it.
+                for i, position in enumerate(positions):
+                    if stored_int(position, "log position") != start + i:
+                        positions = positions[:i]
+                        break
                 raise CorruptError(
-                    f"log position {start + len(heads)} has no sealed run (deleted?): "
+                    f"log position {start + len(positions)} has no sealed run (deleted?): "
                     "its entry bundle cannot be built"
                 )
-            leaves = self._reader(tx).read_hashes(
-                [merkle.stored_hash_index(0, p) for p in range(start, end)]
-            )
-            for i, (head, leaf) in enumerate(zip(heads, leaves, strict=True)):
-                if merkle.leaf_hash(head) != leaf:
-                    raise CorruptError(
-                        f"the sealed head at log position {start + i} is not the log's leaf there"
-                    )
+            heads = _checked_hashes([r[1] for r in rows], "sealed head at position", start)
+            leaves = self._ordered_hashes(tx, wanted)
+            sha256 = hashlib.sha256
+            if [sha256(b"\x00" + h).digest() for h in heads] != leaves:
+                for i, (head, leaf) in enumerate(zip(heads, leaves, strict=True)):
+                    if merkle.leaf_hash(head) != leaf:
+                        raise CorruptError(
+                            f"the sealed head at log position {start + i} is not the log's "
+                            "leaf there"
+                        )
             return heads
 
         return self._read(work)
+
+    def _ordered_hashes(self, tx: Tx, wanted: list[int]) -> list[bytes]:
+        """The stored hashes at ``wanted`` (increasing, distinct), in that order: one SELECT;
+        CorruptError when one is missing or not 32 bytes."""
+        cond, params = self._d.any_of("idx", wanted)
+        rows = tx.all(
+            f"SELECT idx, hash FROM tree_hash WHERE tenant = ? AND {cond} ORDER BY idx",  # noqa: S608
+            (self._tenant, *params),
+        )
+        if len(rows) != len(wanted):
+            got = {r[0] for r in rows}
+            missing = next(i for i in wanted if i not in got)
+            raise CorruptError(f"stored tree hash {missing} is missing or not 32 bytes")
+        return _checked_hashes([r[1] for r in rows], "tree hash at index", wanted)
 
     def latest_note(self) -> bytes | None:
         """The kept checkpoint note of the largest size, or None when none is kept."""
@@ -129,3 +150,25 @@ class TileReads(SQLCore):
             lambda tx: tx.all("SELECT DISTINCT tenant FROM checkpoint ORDER BY tenant")
         )
         return [stored_text(r[0], "tenant") for r in rows]
+
+
+def _stored_indexes(height: int, first: int, count: int) -> list[int]:
+    """:func:`tlog.merkle.stored_hash_index` of (``height``, ``first`` … ``first+count−1``),
+    increasing; inlined (``m`` is the leaf completing each subtree)."""
+    step = 1 << height
+    return [
+        2 * m - m.bit_count() + height
+        for m in range(((first + 1) << height) - 1, (first + count) << height, step)
+    ]
+
+
+def _checked_hashes(values: list[object], what: str, where: int | list[int]) -> list[bytes]:
+    """``values`` as 32-byte hashes: checked in bulk, one at a time (to name the bad one, or to
+    take a driver's memoryview) only when the bulk check fails. ``where`` is the first
+    position, or every value's index."""
+    if set(map(type, values)) <= {bytes} and set(map(len, cast("list[bytes]", values))) <= {32}:
+        return cast("list[bytes]", values)
+    return [
+        stored_hash(v, f"{what} {where + i if isinstance(where, int) else where[i]}")
+        for i, v in enumerate(values)
+    ]

@@ -65,6 +65,7 @@ __all__ = [
     "StoreLog",
     "TileSource",
     "TiledLog",
+    "extent",
     "note_checkpoint",
     "tile_reads",
 ]
@@ -138,14 +139,19 @@ class TiledLog:
         """
         item = parse_tile_path(path)
         cache = IMMUTABLE_CACHE if item.is_full else PARTIAL_CACHE
-        if isinstance(item, Bundle):
-            start = item.index * TILE_WIDTH
-            if start + item.width > size:
-                raise NotFoundError(f"{path} is beyond the checkpoint's tree of size {size}")
-            return Resource(bundle_bytes(self.source, item), TILE_TYPE, cache)
-        if (item.index * TILE_WIDTH + item.width) << (TILE_HEIGHT * item.level) > size:
+        if extent(item) > size:
             raise NotFoundError(f"{path} is beyond the checkpoint's tree of size {size}")
+        if isinstance(item, Bundle):
+            return Resource(bundle_bytes(self.source, item), TILE_TYPE, cache)
         return Resource(tile_bytes(self.source, item), TILE_TYPE, cache)
+
+
+def extent(item: Tile | Bundle) -> int:
+    """The least tree size in which every item of ``item`` is complete (its hashes, or its
+    entries): a checkpoint of this size or more covers it."""
+    if isinstance(item, Bundle):
+        return item.index * TILE_WIDTH + item.width
+    return (item.index * TILE_WIDTH + item.width) << (TILE_HEIGHT * item.level)
 
 
 def tile_bytes(source: TileSource, tile: Tile) -> bytes:

@@ -19,12 +19,24 @@ checkpoint), a resource beyond the latest checkpoint, or any other path; 500 whe
 fails or holds what it must not (logged, with a generic body). Error bodies are one line of
 ``text/plain``.
 
-Every read runs in a thread (``asyncio.to_thread``), never on the event loop; each tenant has
-one store handle, opened on its first request, whose session serialises its reads. The list
-of tenants is read again at most every ``ttl`` seconds when a request names an unknown one, so
-that a request for a made-up tenant costs no handle and at most one query per ``ttl``; the
-latest checkpoint of a tenant is read at most every ``ttl`` seconds (default 1), so a new
-checkpoint is served within that time.
+Every read runs in a thread (``asyncio.to_thread``), never on the event loop. Each tenant has
+a pool of at most ``readers`` store handles (default :data:`DEFAULT_READERS`), the first opened
+on its first request and the others only when that many reads run at once: a handle's session
+serialises its reads, so the pool is what lets a tenant's reads run in parallel (SQLite in WAL
+mode and PostgreSQL both take concurrent readers). The list of tenants is read again at most
+every ``ttl`` seconds when a request names an unknown one, so that a request for a made-up
+tenant costs no handle and at most one query per ``ttl``; the latest checkpoint of a tenant is
+read at most every ``ttl`` seconds (default 1), so a new checkpoint is served within that time.
+
+Full tiles and full bundles never change once they exist, so up to ``cache_bytes`` of their
+bodies are kept (least recently used dropped first; ``tlog-store serve`` keeps
+:data:`DEFAULT_CACHE_BYTES`, a :class:`TileServer` none unless told): a kept one is answered
+without a store read, after the same checks as any other (the tenant, and that the latest
+checkpoint covers it). Partial tiles, partial bundles and the checkpoint are never kept (the
+checkpoint is only reused for ``ttl`` seconds, as above).
+
+Each request is logged as one JSON line (``method``, ``path``, ``status``, ``duration_ms``) at
+INFO on :data:`LOGGER_NAME`, formatted only when that level is enabled.
 """
 
 from __future__ import annotations
@@ -35,29 +47,108 @@ import logging
 import signal
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from aiohttp import web
 
 from store.errors import BackendError, CorruptError
-from store.tiles import NotFoundError, Resource, TiledLog, TileSource
+from store.tiles import (
+    IMMUTABLE_CACHE,
+    NotFoundError,
+    Resource,
+    TiledLog,
+    TileSource,
+    extent,
+)
 from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.journal import check_tenant
+from tlog.tiles import parse_tile_path
 
-__all__ = ["DEFAULT_TTL", "LOGGER_NAME", "TileServer", "make_app", "request_logger", "serve"]
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_READERS",
+    "DEFAULT_TTL",
+    "LOGGER_NAME",
+    "ResourceCache",
+    "TileServer",
+    "make_app",
+    "request_logger",
+    "serve",
+]
 
 LOGGER_NAME = "store.tileserver"
 DEFAULT_TTL = 1.0
 """Seconds a tenant's latest checkpoint (and the list of tenants) is reused before a re-read."""
+DEFAULT_READERS = 4
+"""Store handles per tenant, at most: how many of its reads may run at once."""
+DEFAULT_CACHE_BYTES = 64 << 20
+"""Bytes of full tiles and bundles ``tlog-store serve`` keeps (about 7,700 of them)."""
+
+T = TypeVar("T")
+
+
+class ResourceCache:
+    """Full tiles and bundles by (tenant, path), at most ``max_bytes`` of bodies, the least
+    recently used dropped first. Each is kept with its :func:`~store.tiles.extent`, the tree
+    size a checkpoint must have for it to be served. Used on the event loop only."""
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 0:
+            raise UsageError("the cache size must not be negative")
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict[tuple[str, str], tuple[Resource, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, str], size: int) -> Resource | None:
+        """The kept resource at ``key`` if a tree of ``size`` covers it, else None."""
+        held = self._items.get(key)
+        if held is None or held[1] > size:
+            return None
+        self._items.move_to_end(key)
+        return held[0]
+
+    def put(self, key: tuple[str, str], resource: Resource, needs: int) -> None:
+        """Keep a full tile or bundle (``resource``, covered by a tree of ``needs`` leaves)."""
+        cost = len(resource.body)
+        if cost > self.max_bytes or key in self._items:
+            return
+        self._items[key] = (resource, needs)
+        self.bytes += cost
+        while self.bytes > self.max_bytes:
+            _, (dropped, _) = self._items.popitem(last=False)
+            self.bytes -= len(dropped.body)
+
+
+class _Readers:
+    """A tenant's pool of :class:`TiledLog` handles (see the module docstring)."""
+
+    def __init__(self, first: TiledLog, limit: int, open_log: Callable[[], TiledLog]) -> None:
+        self._idle = [first]
+        self._open_log = open_log
+        self._slots = asyncio.Semaphore(limit)
+
+    async def run(self, fn: Callable[[TiledLog], T]) -> T:
+        """``fn(log)`` in a thread, on a handle no other read of the pool is using."""
+        async with self._slots:
+            log = self._idle.pop() if self._idle else await asyncio.to_thread(self._open_log)
+            try:
+                return await asyncio.to_thread(fn, log)
+            finally:
+                self._idle.append(log)
 
 
 class TileServer:
-    """The handlers' state: tenants, their sources, the cached latest checkpoints.
+    """The handlers' state: tenants, their handles, the cached latest checkpoints and tiles.
 
     ``tenants()`` lists the tenants to serve; ``open_source(tenant)`` gives one's
-    :class:`~store.tiles.TileSource` (called once per tenant, in a thread). ``clock`` is
-    monotonic seconds.
+    :class:`~store.tiles.TileSource` (called in a thread, once per handle of the tenant's pool:
+    at most ``readers`` times). ``cache_bytes`` bounds the full tiles and bundles kept (0:
+    none). ``clock`` is monotonic seconds.
     """
 
     def __init__(
@@ -66,34 +157,40 @@ class TileServer:
         open_source: Callable[[str], TileSource],
         *,
         ttl: float = DEFAULT_TTL,
+        readers: int = DEFAULT_READERS,
+        cache_bytes: int = 0,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
     ) -> None:
         if ttl < 0:
             raise UsageError("ttl must not be negative")
+        if readers < 1:
+            raise UsageError("a tenant needs at least one reader")
         self._list_tenants = tenants
         self._open_source = open_source
         self._ttl = ttl
+        self._readers = readers
+        self.cache = ResourceCache(cache_bytes)
         self._clock = clock
         self.logger = logger or logging.getLogger(LOGGER_NAME)
         self._known: set[str] = set()
         self._listed_at: float | None = None
-        self._logs: dict[str, TiledLog] = {}
+        self._pools: dict[str, _Readers] = {}
         self._latest: dict[str, tuple[float, Resource, int]] = {}
         self._lock = asyncio.Lock()
 
-    async def _log(self, tenant: str) -> TiledLog:
+    async def _pool(self, tenant: str) -> _Readers:
+        pool = self._pools.get(tenant)
+        if pool is not None:
+            return pool
         try:
             check_tenant(tenant)
         except MalformedError:
             raise NotFoundError("no such log") from None
-        log = self._logs.get(tenant)
-        if log is not None:
-            return log
         async with self._lock:
-            log = self._logs.get(tenant)
-            if log is not None:
-                return log
+            pool = self._pools.get(tenant)
+            if pool is not None:
+                return pool
             now = self._clock()
             if tenant not in self._known and (
                 self._listed_at is None or now - self._listed_at >= self._ttl
@@ -102,16 +199,20 @@ class TileServer:
                 self._listed_at = now
             if tenant not in self._known:
                 raise NotFoundError(f"no log for the tenant {tenant!r}")
-            log = TiledLog(await asyncio.to_thread(self._open_source, tenant))
-            self._logs[tenant] = log
-            return log
 
-    async def _checkpoint(self, tenant: str, log: TiledLog) -> tuple[Resource, int]:
+            def open_log() -> TiledLog:
+                return TiledLog(self._open_source(tenant))
+
+            pool = _Readers(await asyncio.to_thread(open_log), self._readers, open_log)
+            self._pools[tenant] = pool
+            return pool
+
+    async def _checkpoint(self, tenant: str, pool: _Readers) -> tuple[Resource, int]:
         now = self._clock()
         held = self._latest.get(tenant)
         if held is not None and now - held[0] < self._ttl:
             return held[1], held[2]
-        resource, size = await asyncio.to_thread(log.checkpoint)
+        resource, size = await pool.run(TiledLog.checkpoint)
         self._latest[tenant] = (now, resource, size)
         return resource, size
 
@@ -119,7 +220,6 @@ class TileServer:
         """``GET`` (and ``HEAD``) of any path: see the module docstring."""
         started = time.perf_counter()
         raw = request.rel_url.raw_path
-        info: dict[str, Any] = {"method": request.method, "path": raw[:200]}
         try:
             response = await self._answer(raw)
         except MalformedError as e:
@@ -129,9 +229,10 @@ class TileServer:
         except (CorruptError, BackendError, TlogError) as e:
             self.logger.error(json.dumps({"event": "store-error", "error": str(e)[:500]}))
             response = _error(500, "the store failed; see the server's log")
-        info["status"] = response.status
-        info["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        self.logger.info(json.dumps(info))
+        if self.logger.isEnabledFor(logging.INFO):
+            self.logger.info(
+                _request_line(request.method, raw, response.status, time.perf_counter() - started)
+            )
         return response
 
     async def _answer(self, raw: str) -> web.Response:
@@ -139,12 +240,19 @@ class TileServer:
         if not raw.startswith("/") or not sep:
             raise NotFoundError("no such resource")
         if rest == "checkpoint":
-            log = await self._log(tenant)
-            resource, _ = await self._checkpoint(tenant, log)
+            pool = await self._pool(tenant)
+            resource, _ = await self._checkpoint(tenant, pool)
         elif rest.startswith("tile/"):
-            log = await self._log(tenant)
-            _, size = await self._checkpoint(tenant, log)
-            resource = await asyncio.to_thread(log.tile_or_bundle, rest, size)
+            pool = await self._pool(tenant)
+            _, size = await self._checkpoint(tenant, pool)
+            key = (tenant, rest)
+            kept = self.cache.get(key, size) if self.cache.max_bytes else None
+            if kept is not None:
+                resource = kept
+            else:
+                resource = await pool.run(lambda log: log.tile_or_bundle(rest, size))
+                if self.cache.max_bytes and resource.cache_control == IMMUTABLE_CACHE:
+                    self.cache.put(key, resource, extent(parse_tile_path(rest)))
         else:
             raise NotFoundError("no such resource")
         return web.Response(
@@ -154,6 +262,19 @@ class TileServer:
                 "Cache-Control": resource.cache_control,
             },
         )
+
+
+def _request_line(method: str, raw: str, status: int, seconds: float) -> str:
+    """The request's log line: ``json.dumps`` of {method, path (200 characters at most),
+    status, duration_ms}, built by hand when the path needs no escaping (the common case)."""
+    path = raw[:200]
+    ms = round(seconds * 1000, 3)
+    if path.isascii() and path.isprintable() and '"' not in path and "\\" not in path:
+        quoted = f'"{path}"'
+    else:
+        quoted = json.dumps(path)
+    verb = f'"{method}"' if method.isascii() and method.isalpha() else json.dumps(method)
+    return f'{{"method": {verb}, "path": {quoted}, "status": {status}, "duration_ms": {ms}}}'
 
 
 def _error(status: int, message: str) -> web.Response:

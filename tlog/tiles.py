@@ -660,6 +660,14 @@ def parse_bundle(data: bytes, width: int | None = None) -> list[bytes]:
 
 def format_bundle(entries: Iterable[bytes]) -> bytes:
     """Encode 1..256 entries as a bundle. An entry over 65,535 bytes raises UsageError."""
+    entries = list(entries)
+    sizes = set(map(len, entries))
+    if len(sizes) == 1 and 1 <= len(entries) <= TILE_WIDTH:
+        # Entries of one size (ours: 32-byte heads) share one length prefix: one join.
+        (size,) = sizes
+        if size <= MAX_ENTRY_SIZE:
+            prefix = size.to_bytes(2, "big")
+            return prefix + prefix.join(entries)
     parts: list[bytes] = []
     count = 0
     for count, entry in enumerate(entries, start=1):

@@ -21,13 +21,14 @@ import pytest
 
 from store import open_store
 from store.cli import main
-from store.tiles import StoreLog
+from store.tiles import IMMUTABLE_CACHE, StoreLog
 from store.tileserver import TileServer, make_app
 from tests.clirunner import call_main, expect_ok, one_error_line, read_until_listening
 from tests.conftest import Backend
 from tests.servers import ServerThread, get
 from tests.store.helpers import FakeClock, StoreFactory
 from tests.store.test_tiles import TESSERA, seal_runs, tessera_log, tree_files
+from tlog.cli.files import read_key_file
 
 
 @pytest.fixture
@@ -217,3 +218,76 @@ def test_serve_as_a_process(db: str, tmp_path: Path) -> None:
         ("/b/checkpoint", 200),
         ("/b/tile/entries/000.p/3", 200),
     ]
+
+
+class CountingLog(StoreLog):
+    """A tenant's StoreLog that counts its tile and bundle reads (a cached one makes none)."""
+
+    def __init__(self, db: str, tenant: str, reads: list[tuple[int, int]]) -> None:
+        super().__init__(open_store(db=db, tenant=tenant))
+        self.reads = reads
+
+    def tile_hashes(self, level: int, index: int, width: int) -> bytes:
+        self.reads.append((level, index))
+        return super().tile_hashes(level, index, width)
+
+    def entries(self, start: int, count: int) -> list[bytes]:
+        self.reads.append((-1, start))
+        return super().entries(start, count)
+
+
+def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not(
+    db: str, tmp_path: Path, servers: ServerThread
+) -> None:
+    reads: list[tuple[int, int]] = []
+    now = [0.0]
+    server = TileServer(
+        lambda: ["a", "b"],
+        lambda t: CountingLog(db, t, reads),
+        ttl=1.0,
+        cache_bytes=3 * 8704,  # three bodies at most: the least recently used is dropped
+        clock=lambda: now[0],
+    )
+    url = servers.serve(make_app(server))
+    full, bundle = get(f"{url}/a/tile/0/000")[2], get(f"{url}/a/tile/entries/000")[2]
+    partial = get(f"{url}/a/tile/0/002.p/88")
+    assert (len(full), len(bundle), partial[0]) == (8192, 8704, 200)
+    assert reads == [(0, 0), (-1, 0), (0, 2)]
+    # Served again: the same bytes and headers, without a store read.
+    status, headers, again = get(f"{url}/a/tile/0/000")
+    assert (status, again, headers["Cache-Control"]) == (200, full, IMMUTABLE_CACHE)
+    assert get(f"{url}/a/tile/entries/000")[2] == bundle
+    assert get(f"{url}/a/tile/0/000", "HEAD")[:2][0] == 200
+    assert len(reads) == 3
+    # A partial is read every time (never kept), with its short max-age.
+    status, headers, body = get(f"{url}/a/tile/0/002.p/88")
+    assert (status, body, headers["Cache-Control"]) == (200, partial[2], "public, max-age=5")
+    assert reads[-1] == (0, 2) and len(reads) == 4
+    assert len(server.cache) == 2 and ("a", "tile/0/002.p/88") not in server.cache._items
+    # A cached tile is only served within the latest checkpoint: tenant b (3 runs) has none.
+    assert get(f"{url}/b/tile/0/000")[0] == 404
+
+    # The log grows and a new checkpoint is kept: the full tiles do not change, the new full
+    # tile and bundle appear, the checkpoint only after the ttl.
+    with open_store(db=db, tenant="a", key=read_key_file(str(tmp_path / "journal.db.key"))) as a:
+        seal_runs(a, 605, 200)
+        a.sign_checkpoint()
+        new_note = a.published()[-1]
+        stored = StoreLog(a).tile_hashes(0, 0, 256)
+    assert get(f"{url}/a/tile/0/002")[0] == 404  # the old checkpoint (600) is still served
+    assert get(f"{url}/a/checkpoint")[2] != new_note
+    now[0] += 1.0
+    assert get(f"{url}/a/checkpoint")[2] == new_note
+    assert get(f"{url}/a/tile/0/000")[2] == full == stored
+    assert get(f"{url}/a/tile/entries/000")[2] == bundle
+    status, _, tile2 = get(f"{url}/a/tile/0/002")
+    assert (status, tile2[: len(partial[2])]) == (200, partial[2])
+    assert get(f"{url}/a/tile/0/002.p/88")[2] == partial[2]
+    # Bounded: a fourth full body drops the least recently used one (tile/0/000), which is
+    # then read from the store again.
+    assert get(f"{url}/a/tile/entries/002")[0] == 200
+    assert server.cache.bytes <= 3 * 8704
+    assert ("a", "tile/0/000") not in server.cache._items
+    before = len(reads)
+    assert get(f"{url}/a/tile/0/000")[2] == full
+    assert len(reads) == before + 1
