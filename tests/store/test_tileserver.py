@@ -14,7 +14,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -291,3 +294,33 @@ def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not
     before = len(reads)
     assert get(f"{url}/a/tile/0/000")[2] == full
     assert len(reads) == before + 1
+
+
+def test_a_tenants_reads_run_in_parallel_on_at_most_readers_handles(
+    db: str, servers: ServerThread
+) -> None:
+    lock = threading.Lock()
+    opened: list[str] = []
+    running = [0, 0]  # now, most at once
+
+    class SlowLog(StoreLog):
+        def tile_hashes(self, level: int, index: int, width: int) -> bytes:
+            with lock:
+                running[0] += 1
+                running[1] = max(running)
+            time.sleep(0.2)
+            with lock:
+                running[0] -= 1
+            return super().tile_hashes(level, index, width)
+
+    def open_source(tenant: str) -> StoreLog:
+        opened.append(tenant)
+        return SlowLog(open_store(db=db, tenant=tenant))
+
+    server = TileServer(lambda: ["a"], open_source, readers=2)
+    url = servers.serve(make_app(server))
+    assert get(f"{url}/a/checkpoint")[0] == 200
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda i: get(f"{url}/a/tile/0/000.p/{i + 1}")[0], range(6)))
+    assert got == [200] * 6
+    assert (opened, running[1]) == (["a", "a"], 2)
