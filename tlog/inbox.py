@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,6 +250,12 @@ class Entry:
             raise MalformedError("an entry's payload hash is 32 bytes")
         if type(self.received_at) is not int or not 0 <= self.received_at <= MAX_SAFE_INT:
             raise MalformedError(f"an entry's received_at {self.received_at!r} is out of range")
+        fast = _entry_text(self)
+        if fast is not None:
+            try:
+                return fast.encode("utf-8")
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: canonical_json below refuses it with its own error
         return canonical_json(
             {
                 "id": self.id,
@@ -376,8 +383,58 @@ def delivery_of(data: object) -> tuple[str, str, str, tuple[tuple[str, str], ...
     return data["source"], data["id"], data["kind"], keys, digest, position
 
 
+# The hot path of buffering spells entries and key lists directly: canonical_json's spelling
+# of these shapes, with its string encoder (json's, without ASCII escaping), and without its
+# walk over the value (every part is a str, the time an int in range: nothing to check).
+# Anything else — a part that is not exactly a str, a key that is not a pair — returns None
+# and goes through canonical_json. tests/tlog/test_inbox_format.py checks, with Hypothesis,
+# that both spellings are the same bytes.
+_json_str = json.encoder.encode_basestring
+
+
+def _keys_text(keys: object) -> str | None:
+    """``[list(k) for k in keys]`` as canonical_json spells it; None when it cannot say."""
+    if not isinstance(keys, tuple | list):
+        return None
+    parts = []
+    for k in keys:
+        if not isinstance(k, tuple | list) or len(k) != 2:
+            return None
+        ns, value = k
+        if type(ns) is not str or type(value) is not str:
+            return None
+        parts.append(f"[{_json_str(ns)},{_json_str(value)}]")
+    return f"[{','.join(parts)}]"
+
+
+def _entry_text(entry: Entry) -> str | None:
+    """The canonical JSON text of ``entry`` (its fields' ranges checked by the caller); None
+    when it cannot say (see above)."""
+    keys = _keys_text(entry.keys)
+    if (
+        keys is None
+        or type(entry.id) is not str
+        or type(entry.kind) is not str
+        or type(entry.source) is not str
+        or type(entry.payload_sha256) is not bytes
+    ):
+        return None
+    return (
+        f'{{"id":{_json_str(entry.id)},"keys":{keys},"kind":{_json_str(entry.kind)},'
+        f'"payload_sha256":"{b64encode(entry.payload_sha256)}",'
+        f'"received_at":{entry.received_at},"source":{_json_str(entry.source)},'
+        f'"v":{ENTRY_VERSION}}}'
+    )
+
+
 def keys_json(keys: Iterable[tuple[str, str]]) -> bytes:
     """Canonical JSON of a key list (how the store keeps an event's keys)."""
+    fast = _keys_text(keys)
+    if fast is not None:
+        try:
+            return fast.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: canonical_json below refuses it with its own error
     return canonical_json([list(k) for k in keys])
 
 

@@ -96,6 +96,7 @@ class Inbox:
         self._tenant = store.tenant
         self._log = store._log_named(schema.LOG_SUFFIX)
         self._ready = False
+        self._lock_sql: dict[tuple[str, int], str] = {}
 
     # --- the handle ----------------------------------------------------------------------------
 
@@ -188,11 +189,13 @@ class Inbox:
         tenant = self._tenant
 
         def work(tx: Tx) -> list[Buffered]:
-            if match:
-                for kind in sorted({e.kind for e in events}):
-                    self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
-            now = self._now(tx)
-            size = self._log._lock_log(tx)
+            kinds = sorted({e.kind for e in events}) if match else []
+            for kind in kinds:
+                self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
+            # One statement: the log's row locked, the store clock, and whether anybody waits
+            # for each kind at all (the batch's key locks are held, so no wait on its keys
+            # can appear or go meanwhile; a kind nobody waits for skips the per-key lookups).
+            size, now, waited = self._lock_log_waits(tx, kinds)
             # Duplicates: one select of the batch's (source, id) pairs, under the log's row
             # lock, which every insert into inbox_event holds (buffer and deliver): no other
             # transaction can add one of them before this one commits. The inserts below have
@@ -251,13 +254,7 @@ class Inbox:
                     for ns, v in e.keys
                 ],
             )
-            if match:
-                # A batch looks once per kind whether anybody waits for it at all (the first
-                # entry of inbox_wait_match's range for the kind; the batch's key locks are
-                # held, so no wait on its keys can appear meanwhile) before it looks per key.
-                waited = {e.kind for _, e, _, _ in fresh}
-                if len(fresh) > 1:
-                    waited = {k for k in waited if self._anybody_waits(tx, k)}
+            if waited:
                 for i, e, pos, digest in fresh:
                     if e.kind not in waited:
                         continue
@@ -296,17 +293,37 @@ class Inbox:
                 )
         return found
 
-    def _anybody_waits(self, tx: Tx, kind: str) -> bool:
-        # Ordered as inbox_wait_match is, so that the answer is that index's first entry for
-        # the kind (PostgreSQL would otherwise walk inbox_wait_order, filtering on kind).
-        return (
-            tx.one(
-                "SELECT 1 FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                " ORDER BY namespace, value, number LIMIT 1",
-                (self._tenant, kind),
+    def _lock_log_waits(self, tx: Tx, kinds: Sequence[str]) -> tuple[int, int, set[str]]:
+        """Lock the inbox log's row (created when missing): (its size, the store clock's
+        time, the kinds of ``kinds`` somebody waits for), in one statement."""
+        expr, now_params = self._store._now_sql()
+        sql = self._lock_sql.get((expr, len(kinds)))
+        if sql is None:
+            # Each EXISTS ordered as inbox_wait_match is, so that its answer is that index's
+            # first entry for the kind (PostgreSQL would otherwise walk inbox_wait_order,
+            # filtering on kind).
+            waits = "".join(
+                ", EXISTS (SELECT 1 FROM inbox_wait WHERE tenant = ? AND kind = ?"
+                " ORDER BY namespace, value, number LIMIT 1)"
+                for _ in kinds
             )
-            is not None
-        )
+            sql = self._lock_sql[(expr, len(kinds))] = (
+                f"SELECT size, {expr}{waits} FROM log_state"  # noqa: S608 - fixed text
+                f" WHERE tenant = ?{tx.dialect.lock_suffix}"
+            )
+        log = self._log.tenant
+        params = (*now_params, *(p for k in kinds for p in (self._tenant, k)), log)
+        row = tx.one(sql, params)
+        if row is None:
+            tx.execute(
+                "INSERT INTO log_state (tenant, size) VALUES (?, 0)"
+                " ON CONFLICT (tenant) DO NOTHING",
+                (log,),
+            )
+            row = tx.one(sql, params)
+            assert row is not None
+        waited = {k for k, w in zip(kinds, row[2:], strict=True) if w}
+        return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited
 
     def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""
