@@ -90,6 +90,7 @@ __all__ = [
     "MAX_PAYLOAD",
     "Entry",
     "Event",
+    "buffered_encodings",
     "check_keys",
     "check_label",
     "delivery_data",
@@ -244,13 +245,16 @@ class Entry:
             event.source, event.id, event.kind, event.keys, event.payload_sha256, received_at
         )
 
-    def encode(self) -> bytes:
-        """The entry's canonical bytes."""
+    def _check_ranges(self) -> None:
         if len(self.payload_sha256) != HASH_SIZE:
             raise MalformedError("an entry's payload hash is 32 bytes")
         if type(self.received_at) is not int or not 0 <= self.received_at <= MAX_SAFE_INT:
             raise MalformedError(f"an entry's received_at {self.received_at!r} is out of range")
-        fast = _entry_text(self)
+
+    def encode(self) -> bytes:
+        """The entry's canonical bytes."""
+        self._check_ranges()
+        fast = _entry_text(self, _keys_text(self.keys))
         if fast is not None:
             try:
                 return fast.encode("utf-8")
@@ -407,10 +411,9 @@ def _keys_text(keys: object) -> str | None:
     return f"[{','.join(parts)}]"
 
 
-def _entry_text(entry: Entry) -> str | None:
-    """The canonical JSON text of ``entry`` (its fields' ranges checked by the caller); None
-    when it cannot say (see above)."""
-    keys = _keys_text(entry.keys)
+def _entry_text(entry: Entry, keys: str | None) -> str | None:
+    """The canonical JSON text of ``entry`` (its fields' ranges checked by the caller) whose
+    keys' text is ``keys`` (:func:`_keys_text`); None when it cannot say (see above)."""
     if (
         keys is None
         or type(entry.id) is not str
@@ -436,6 +439,24 @@ def keys_json(keys: Iterable[tuple[str, str]]) -> bytes:
         except UnicodeEncodeError:
             pass  # a lone surrogate: canonical_json below refuses it with its own error
     return canonical_json([list(k) for k in keys])
+
+
+def buffered_encodings(
+    event: Event, payload_sha256: bytes, received_at: int
+) -> tuple[bytes, bytes]:
+    """``(keys_json(event.keys), Entry(…event's fields…, payload_sha256, received_at).leaf)``:
+    what buffering stores of an event, its keys spelled once for both."""
+    entry = Entry(event.source, event.id, event.kind, event.keys, payload_sha256, received_at)
+    keys = _keys_text(event.keys)
+    if keys is not None:
+        entry._check_ranges()
+        text = _entry_text(entry, keys)
+        if text is not None:
+            try:
+                return keys.encode("utf-8"), leaf_hash(text.encode("utf-8"))
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: refused below, as keys_json and encode refuse it
+    return keys_json(event.keys), entry.leaf
 
 
 def parse_keys_json(raw: bytes) -> tuple[tuple[str, str], ...]:

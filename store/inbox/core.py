@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
-from store.db import Tx, check_int
+from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
 from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
@@ -46,6 +46,7 @@ from tlog.inbox import (
     MAX_KEYS,
     Entry,
     Event,
+    buffered_encodings,
     delivery_data,
     keys_json,
     make_event,
@@ -146,6 +147,8 @@ class Inbox:
         # In sorted order, so that two transactions never wait for each other's keys. The
         # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
         # text cannot hold NUL. A hash collision of two names only serialises more.
+        if type(tx.dialect).xact_lock is Dialect.xact_lock:
+            return  # the engine's default: writers are serialised already (SQLite), no lock
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
                 tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
@@ -216,6 +219,7 @@ class Inbox:
                 out.append(Buffered(e.source, e.id, position, now, False))
             if not fresh:
                 return out
+            forms = [buffered_encodings(e, digest, now) for _, e, _, digest in fresh]
             tx.executemany(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
                 " payload_hash, received_at, held, dead)"
@@ -227,24 +231,17 @@ class Inbox:
                         e.id,
                         pos,
                         e.kind,
-                        keys_json(e.keys),
+                        keys,
                         e.payload_bytes,
                         digest,
                         now,
                         False,
                         False,
                     )
-                    for _, e, pos, digest in fresh
+                    for (_, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
                 ],
             )
-            self._append_leaves(
-                tx,
-                size,
-                [
-                    Entry(e.source, e.id, e.kind, e.keys, digest, now).leaf
-                    for _, e, _, digest in fresh
-                ],
-            )
+            self._append_leaves(tx, size, [leaf for _, leaf in forms])
             tx.executemany(
                 "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",

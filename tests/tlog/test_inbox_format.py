@@ -36,6 +36,7 @@ from tlog.inbox import (
     MAX_PAYLOAD,
     Entry,
     Event,
+    buffered_encodings,
     check_keys,
     delivery_data,
     delivery_of,
@@ -142,6 +143,19 @@ def test_the_entry_is_spelled_as_canonical_json_spells_it(
     except MalformedError:
         got = MalformedError
     assert got == expected
+    # What buffering stores: both at once, the keys spelled once.
+    event = Event(source, id_, kind, tuple(keys), None, b"null")
+    both: tuple[bytes, bytes] | type[Exception]
+    try:
+        both = buffered_encodings(event, DIGEST, at)
+    except MalformedError:
+        both = MalformedError
+    keys_raw = canonical_or_error([list(k) for k in keys])
+    if expected is MalformedError or keys_raw is MalformedError:
+        assert both is MalformedError
+    else:
+        assert isinstance(expected, bytes)
+        assert both == (keys_raw, leaf_hash(expected))
     forms: list[Any] = [keys, tuple(keys), [list(k) for k in keys]]
     for form in forms:
         try:
