@@ -97,7 +97,7 @@ class Inbox:
         self._tenant = store.tenant
         self._log = store._log_named(schema.LOG_SUFFIX)
         self._ready = False
-        self._lock_sql: dict[tuple[str, int], str] = {}
+        self._lock_sql: dict[tuple[str, int, bool], str] = {}
 
     # --- the handle ----------------------------------------------------------------------------
 
@@ -198,13 +198,16 @@ class Inbox:
             # One statement: the log's row locked, the store clock, and whether anybody waits
             # for each kind at all (the batch's key locks are held, so no wait on its keys
             # can appear or go meanwhile; a kind nobody waits for skips the per-key lookups).
-            size, now, waited = self._lock_log_waits(tx, kinds)
             # Duplicates: one select of the batch's (source, id) pairs, under the log's row
             # lock, which every insert into inbox_event holds (buffer and deliver): no other
-            # transaction can add one of them before this one commits. The inserts below have
-            # no ON CONFLICT, so the primary key stays the arbiter: were one there after all,
-            # the transaction would fail rather than leave a gap in the positions.
-            stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
+            # transaction can add one of them before this one commits (for one event on
+            # SQLite, part of the locking statement). The inserts below have no ON CONFLICT,
+            # so the primary key stays the arbiter: were one there after all, the
+            # transaction would fail rather than leave a gap in the positions.
+            one = (events[0].source, events[0].id) if len(events) == 1 else None
+            size, now, waited, stored = self._lock_log_waits(tx, kinds, one)
+            if stored is None:
+                stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
             out: list[Buffered] = []
             fresh: list[tuple[int, Event, int, bytes]] = []  # (index in out, …)
             for e in events:
@@ -290,11 +293,22 @@ class Inbox:
                 )
         return found
 
-    def _lock_log_waits(self, tx: Tx, kinds: Sequence[str]) -> tuple[int, int, set[str]]:
-        """Lock the inbox log's row (created when missing): (its size, the store clock's
-        time, the kinds of ``kinds`` somebody waits for), in one statement."""
+    def _lock_log_waits(
+        self, tx: Tx, kinds: Sequence[str], pair: tuple[str, str] | None
+    ) -> tuple[int, int, set[str], dict[tuple[str, str], tuple[int, int]] | None]:
+        """Lock the inbox log's row (created when missing), in one statement: (its size, the
+        store clock's time, the kinds of ``kinds`` somebody waits for, and — only where the
+        engine serialises writers (no row locks: SQLite), for a batch of the one event
+        (source, id) ``pair`` — :meth:`_stored_positions` of that pair; None otherwise).
+
+        Only there: on PostgreSQL a statement that waited for the row lock reads with the
+        snapshot it started with, which may miss an event the previous holder committed, so
+        the batch's duplicates are looked up by a statement of their own after the lock."""
+        if tx.dialect.lock_suffix:
+            pair = None
         expr, now_params = self._store._now_sql()
-        sql = self._lock_sql.get((expr, len(kinds)))
+        shape = (expr, len(kinds), pair is not None)
+        sql = self._lock_sql.get(shape)
         if sql is None:
             # Each EXISTS ordered as inbox_wait_match is, so that its answer is that index's
             # first entry for the kind (PostgreSQL would otherwise walk inbox_wait_order,
@@ -304,12 +318,24 @@ class Inbox:
                 " ORDER BY namespace, value, number LIMIT 1)"
                 for _ in kinds
             )
-            sql = self._lock_sql[(expr, len(kinds))] = (
-                f"SELECT size, {expr}{waits} FROM log_state"  # noqa: S608 - fixed text
+            stored = (
+                ""
+                if pair is None
+                else ", (SELECT position FROM inbox_event WHERE tenant = ? AND source = ?"
+                " AND id = ?), (SELECT received_at FROM inbox_event WHERE tenant = ?"
+                " AND source = ? AND id = ?)"
+            )
+            sql = self._lock_sql[shape] = (
+                f"SELECT size, {expr}{waits}{stored} FROM log_state"  # noqa: S608 - fixed text
                 f" WHERE tenant = ?{tx.dialect.lock_suffix}"
             )
         log = self._log.tenant
-        params = (*now_params, *(p for k in kinds for p in (self._tenant, k)), log)
+        params = (
+            *now_params,
+            *(p for k in kinds for p in (self._tenant, k)),
+            *(() if pair is None else (self._tenant, *pair) * 2),
+            log,
+        )
         row = tx.one(sql, params)
         if row is None:
             tx.execute(
@@ -319,8 +345,17 @@ class Inbox:
             )
             row = tx.one(sql, params)
             assert row is not None
-        waited = {k for k, w in zip(kinds, row[2:], strict=True) if w}
-        return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited
+        n = 2 + len(kinds)
+        waited = {k for k, w in zip(kinds, row[2:n], strict=True) if w}
+        found = None
+        if pair is not None:
+            position, at = row[n:]
+            found = (
+                {}
+                if position is None
+                else {pair: (stored_int(position, "event position"), stored_int(at, "received_at"))}
+            )
+        return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited, found
 
     def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""
