@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,7 @@ __all__ = [
     "MAX_PAYLOAD",
     "Entry",
     "Event",
+    "buffered_encodings",
     "check_keys",
     "check_label",
     "delivery_data",
@@ -243,12 +245,21 @@ class Entry:
             event.source, event.id, event.kind, event.keys, event.payload_sha256, received_at
         )
 
-    def encode(self) -> bytes:
-        """The entry's canonical bytes."""
+    def _check_ranges(self) -> None:
         if len(self.payload_sha256) != HASH_SIZE:
             raise MalformedError("an entry's payload hash is 32 bytes")
         if type(self.received_at) is not int or not 0 <= self.received_at <= MAX_SAFE_INT:
             raise MalformedError(f"an entry's received_at {self.received_at!r} is out of range")
+
+    def encode(self) -> bytes:
+        """The entry's canonical bytes."""
+        self._check_ranges()
+        fast = _entry_text(self, _keys_text(self.keys))
+        if fast is not None:
+            try:
+                return fast.encode("utf-8")
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: canonical_json below refuses it with its own error
         return canonical_json(
             {
                 "id": self.id,
@@ -376,9 +387,76 @@ def delivery_of(data: object) -> tuple[str, str, str, tuple[tuple[str, str], ...
     return data["source"], data["id"], data["kind"], keys, digest, position
 
 
+# The hot path of buffering spells entries and key lists directly: canonical_json's spelling
+# of these shapes, with its string encoder (json's, without ASCII escaping), and without its
+# walk over the value (every part is a str, the time an int in range: nothing to check).
+# Anything else — a part that is not exactly a str, a key that is not a pair — returns None
+# and goes through canonical_json. tests/tlog/test_inbox_format.py checks, with Hypothesis,
+# that both spellings are the same bytes.
+_json_str = json.encoder.encode_basestring
+
+
+def _keys_text(keys: object) -> str | None:
+    """``[list(k) for k in keys]`` as canonical_json spells it; None when it cannot say."""
+    if not isinstance(keys, tuple | list):
+        return None
+    parts = []
+    for k in keys:
+        if not isinstance(k, tuple | list) or len(k) != 2:
+            return None
+        ns, value = k
+        if type(ns) is not str or type(value) is not str:
+            return None
+        parts.append(f"[{_json_str(ns)},{_json_str(value)}]")
+    return f"[{','.join(parts)}]"
+
+
+def _entry_text(entry: Entry, keys: str | None) -> str | None:
+    """The canonical JSON text of ``entry`` (its fields' ranges checked by the caller) whose
+    keys' text is ``keys`` (:func:`_keys_text`); None when it cannot say (see above)."""
+    if (
+        keys is None
+        or type(entry.id) is not str
+        or type(entry.kind) is not str
+        or type(entry.source) is not str
+        or type(entry.payload_sha256) is not bytes
+    ):
+        return None
+    return (
+        f'{{"id":{_json_str(entry.id)},"keys":{keys},"kind":{_json_str(entry.kind)},'
+        f'"payload_sha256":"{b64encode(entry.payload_sha256)}",'
+        f'"received_at":{entry.received_at},"source":{_json_str(entry.source)},'
+        f'"v":{ENTRY_VERSION}}}'
+    )
+
+
 def keys_json(keys: Iterable[tuple[str, str]]) -> bytes:
     """Canonical JSON of a key list (how the store keeps an event's keys)."""
+    fast = _keys_text(keys)
+    if fast is not None:
+        try:
+            return fast.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: canonical_json below refuses it with its own error
     return canonical_json([list(k) for k in keys])
+
+
+def buffered_encodings(
+    event: Event, payload_sha256: bytes, received_at: int
+) -> tuple[bytes, bytes]:
+    """``(keys_json(event.keys), Entry(…event's fields…, payload_sha256, received_at).leaf)``:
+    what buffering stores of an event, its keys spelled once for both."""
+    entry = Entry(event.source, event.id, event.kind, event.keys, payload_sha256, received_at)
+    keys = _keys_text(event.keys)
+    if keys is not None:
+        entry._check_ranges()
+        text = _entry_text(entry, keys)
+        if text is not None:
+            try:
+                return keys.encode("utf-8"), leaf_hash(text.encode("utf-8"))
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: refused below, as keys_json and encode refuse it
+    return keys_json(event.keys), entry.leaf
 
 
 def parse_keys_json(raw: bytes) -> tuple[tuple[str, str], ...]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
-from store.db import Tx, check_int
+from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
 from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
@@ -46,6 +46,7 @@ from tlog.inbox import (
     MAX_KEYS,
     Entry,
     Event,
+    buffered_encodings,
     delivery_data,
     keys_json,
     make_event,
@@ -96,6 +97,7 @@ class Inbox:
         self._tenant = store.tenant
         self._log = store._log_named(schema.LOG_SUFFIX)
         self._ready = False
+        self._lock_sql: dict[tuple[str, int, bool], str] = {}
 
     # --- the handle ----------------------------------------------------------------------------
 
@@ -145,6 +147,8 @@ class Inbox:
         # In sorted order, so that two transactions never wait for each other's keys. The
         # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
         # text cannot hold NUL. A hash collision of two names only serialises more.
+        if type(tx.dialect).xact_lock is Dialect.xact_lock:
+            return  # the engine's default: writers are serialised already (SQLite), no lock
         for ns, value in sorted(set(keys)):
             tx.dialect.xact_lock(
                 tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
@@ -188,17 +192,22 @@ class Inbox:
         tenant = self._tenant
 
         def work(tx: Tx) -> list[Buffered]:
-            if match:
-                for kind in sorted({e.kind for e in events}):
-                    self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
-            now = self._now(tx)
-            size = self._log._lock_log(tx)
+            kinds = sorted({e.kind for e in events}) if match else []
+            for kind in kinds:
+                self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
+            # One statement: the log's row locked, the store clock, and whether anybody waits
+            # for each kind at all (the batch's key locks are held, so no wait on its keys
+            # can appear or go meanwhile; a kind nobody waits for skips the per-key lookups).
             # Duplicates: one select of the batch's (source, id) pairs, under the log's row
             # lock, which every insert into inbox_event holds (buffer and deliver): no other
-            # transaction can add one of them before this one commits. The inserts below have
-            # no ON CONFLICT, so the primary key stays the arbiter: were one there after all,
-            # the transaction would fail rather than leave a gap in the positions.
-            stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
+            # transaction can add one of them before this one commits (for one event on
+            # SQLite, part of the locking statement). The inserts below have no ON CONFLICT,
+            # so the primary key stays the arbiter: were one there after all, the
+            # transaction would fail rather than leave a gap in the positions.
+            one = (events[0].source, events[0].id) if len(events) == 1 else None
+            size, now, waited, stored = self._lock_log_waits(tx, kinds, one)
+            if stored is None:
+                stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
             out: list[Buffered] = []
             fresh: list[tuple[int, Event, int, bytes]] = []  # (index in out, …)
             for e in events:
@@ -213,6 +222,7 @@ class Inbox:
                 out.append(Buffered(e.source, e.id, position, now, False))
             if not fresh:
                 return out
+            forms = [buffered_encodings(e, digest, now) for _, e, _, digest in fresh]
             tx.executemany(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
                 " payload_hash, received_at, held, dead)"
@@ -224,24 +234,17 @@ class Inbox:
                         e.id,
                         pos,
                         e.kind,
-                        keys_json(e.keys),
+                        keys,
                         e.payload_bytes,
                         digest,
                         now,
                         False,
                         False,
                     )
-                    for _, e, pos, digest in fresh
+                    for (_, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
                 ],
             )
-            self._append_leaves(
-                tx,
-                size,
-                [
-                    Entry(e.source, e.id, e.kind, e.keys, digest, now).leaf
-                    for _, e, _, digest in fresh
-                ],
-            )
+            self._append_leaves(tx, size, [leaf for _, leaf in forms])
             tx.executemany(
                 "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -251,13 +254,7 @@ class Inbox:
                     for ns, v in e.keys
                 ],
             )
-            if match:
-                # A batch looks once per kind whether anybody waits for it at all (the first
-                # entry of inbox_wait_match's range for the kind; the batch's key locks are
-                # held, so no wait on its keys can appear meanwhile) before it looks per key.
-                waited = {e.kind for _, e, _, _ in fresh}
-                if len(fresh) > 1:
-                    waited = {k for k in waited if self._anybody_waits(tx, k)}
+            if waited:
                 for i, e, pos, digest in fresh:
                     if e.kind not in waited:
                         continue
@@ -296,17 +293,69 @@ class Inbox:
                 )
         return found
 
-    def _anybody_waits(self, tx: Tx, kind: str) -> bool:
-        # Ordered as inbox_wait_match is, so that the answer is that index's first entry for
-        # the kind (PostgreSQL would otherwise walk inbox_wait_order, filtering on kind).
-        return (
-            tx.one(
-                "SELECT 1 FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                " ORDER BY namespace, value, number LIMIT 1",
-                (self._tenant, kind),
+    def _lock_log_waits(
+        self, tx: Tx, kinds: Sequence[str], pair: tuple[str, str] | None
+    ) -> tuple[int, int, set[str], dict[tuple[str, str], tuple[int, int]] | None]:
+        """Lock the inbox log's row (created when missing), in one statement: (its size, the
+        store clock's time, the kinds of ``kinds`` somebody waits for, and — only where the
+        engine serialises writers (no row locks: SQLite), for a batch of the one event
+        (source, id) ``pair`` — :meth:`_stored_positions` of that pair; None otherwise).
+
+        Only there: on PostgreSQL a statement that waited for the row lock reads with the
+        snapshot it started with, which may miss an event the previous holder committed, so
+        the batch's duplicates are looked up by a statement of their own after the lock."""
+        if tx.dialect.lock_suffix:
+            pair = None
+        expr, now_params = self._store._now_sql()
+        shape = (expr, len(kinds), pair is not None)
+        sql = self._lock_sql.get(shape)
+        if sql is None:
+            # Each EXISTS ordered as inbox_wait_match is, so that its answer is that index's
+            # first entry for the kind (PostgreSQL would otherwise walk inbox_wait_order,
+            # filtering on kind).
+            waits = "".join(
+                ", EXISTS (SELECT 1 FROM inbox_wait WHERE tenant = ? AND kind = ?"
+                " ORDER BY namespace, value, number LIMIT 1)"
+                for _ in kinds
             )
-            is not None
+            stored = (
+                ""
+                if pair is None
+                else ", (SELECT position FROM inbox_event WHERE tenant = ? AND source = ?"
+                " AND id = ?), (SELECT received_at FROM inbox_event WHERE tenant = ?"
+                " AND source = ? AND id = ?)"
+            )
+            sql = self._lock_sql[shape] = (
+                f"SELECT size, {expr}{waits}{stored} FROM log_state"  # noqa: S608 - fixed text
+                f" WHERE tenant = ?{tx.dialect.lock_suffix}"
+            )
+        log = self._log.tenant
+        params = (
+            *now_params,
+            *(p for k in kinds for p in (self._tenant, k)),
+            *(() if pair is None else (self._tenant, *pair) * 2),
+            log,
         )
+        row = tx.one(sql, params)
+        if row is None:
+            tx.execute(
+                "INSERT INTO log_state (tenant, size) VALUES (?, 0)"
+                " ON CONFLICT (tenant) DO NOTHING",
+                (log,),
+            )
+            row = tx.one(sql, params)
+            assert row is not None
+        n = 2 + len(kinds)
+        waited = {k for k, w in zip(kinds, row[2:n], strict=True) if w}
+        found = None
+        if pair is not None:
+            position, at = row[n:]
+            found = (
+                {}
+                if position is None
+                else {pair: (stored_int(position, "event position"), stored_int(at, "received_at"))}
+            )
+        return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited, found
 
     def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""

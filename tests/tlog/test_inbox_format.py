@@ -36,6 +36,7 @@ from tlog.inbox import (
     MAX_PAYLOAD,
     Entry,
     Event,
+    buffered_encodings,
     check_keys,
     delivery_data,
     delivery_of,
@@ -103,6 +104,76 @@ def test_every_entry_round_trips_byte_for_byte(entry: Entry) -> None:
     assert Entry.parse(raw).encode() == raw
     assert entry.leaf == leaf_hash(raw) == entry_leaf(raw)
     assert receipt_entry(raw) == entry
+
+
+# Any text at all, control characters, quotes, backslashes and lone surrogates included: the
+# direct spelling of entries and key lists (tlog.inbox._entry_text, _keys_text) must be
+# canonical_json's, byte for byte, or fail as canonical_json does.
+any_text = st.text(max_size=12) | st.sampled_from(["\ud800", "a\udfffb", '"\\/\x00\x1f\x7f\u2028'])
+any_key_lists = st.lists(st.tuples(any_text, any_text), max_size=MAX_KEYS)
+
+
+def canonical_or_error(value: Any) -> bytes | type[Exception]:
+    try:
+        return canonical_json(value)
+    except MalformedError:
+        return MalformedError
+
+
+@settings(max_examples=500, deadline=None)
+@given(any_text, any_text, any_text, any_key_lists, st.integers(0, MAX_SAFE_INT))
+def test_the_entry_is_spelled_as_canonical_json_spells_it(
+    source: str, id_: str, kind: str, keys: list[tuple[str, str]], at: int
+) -> None:
+    entry = Entry(source, id_, kind, tuple(keys), DIGEST, at)
+    expected = canonical_or_error(
+        {
+            "id": id_,
+            "keys": [list(k) for k in keys],
+            "kind": kind,
+            "payload_sha256": b64encode(DIGEST),
+            "received_at": at,
+            "source": source,
+            "v": 1,
+        }
+    )
+    got: bytes | type[Exception]
+    try:
+        got = entry.encode()
+    except MalformedError:
+        got = MalformedError
+    assert got == expected
+    # What buffering stores: both at once, the keys spelled once.
+    event = Event(source, id_, kind, tuple(keys), None, b"null")
+    both: tuple[bytes, bytes] | type[Exception]
+    try:
+        both = buffered_encodings(event, DIGEST, at)
+    except MalformedError:
+        both = MalformedError
+    keys_raw = canonical_or_error([list(k) for k in keys])
+    if expected is MalformedError or keys_raw is MalformedError:
+        assert both is MalformedError
+    else:
+        assert isinstance(expected, bytes)
+        assert both == (keys_raw, leaf_hash(expected))
+    forms: list[Any] = [keys, tuple(keys), [list(k) for k in keys]]
+    for form in forms:
+        try:
+            got = keys_json(form)
+        except MalformedError:
+            got = MalformedError
+        assert got == canonical_or_error([list(k) for k in keys])
+
+
+def test_an_entry_of_other_types_is_still_canonical_json() -> None:
+    class Text(str):
+        pass
+
+    odd = Entry(Text("bank"), "msg-1", "K", (["order", Text("A-1")],), DIGEST, 5)  # type: ignore[arg-type]
+    assert odd.encode() == Entry("bank", "msg-1", "K", (("order", "A-1"),), DIGEST, 5).encode()
+    assert keys_json(k for k in (("a", "b"),)) == b'[["a","b"]]'
+    with pytest.raises(MalformedError):
+        Entry("bank", 1.5, "K", (("a", "b"),), DIGEST, 5).encode()  # type: ignore[arg-type]
 
 
 def test_the_entry_is_the_documented_object() -> None:
