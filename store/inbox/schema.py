@@ -96,7 +96,8 @@ DDL = (
         position BIGINT NOT NULL,
         source {key} NOT NULL,
         id {key} NOT NULL,
-        CONSTRAINT inbox_match_pk PRIMARY KEY (tenant, kind, namespace, value, position))""",
+        CONSTRAINT inbox_match_pk
+            PRIMARY KEY (tenant, kind, namespace, value, position)){compact}""",
     """CREATE TABLE IF NOT EXISTS inbox_wait (
         tenant {key} NOT NULL,
         run {key} NOT NULL,
@@ -108,7 +109,8 @@ DDL = (
         step BIGINT NOT NULL,
         number BIGINT NOT NULL,
         created_at BIGINT NOT NULL,
-        CONSTRAINT inbox_wait_pk PRIMARY KEY (tenant, run, effect_key, namespace, value))""",
+        CONSTRAINT inbox_wait_pk
+            PRIMARY KEY (tenant, run, effect_key, namespace, value)){compact}""",
     """CREATE INDEX IF NOT EXISTS inbox_wait_match
         ON inbox_wait (tenant, kind, namespace, value, number)""",
     """CREATE INDEX IF NOT EXISTS inbox_wait_order ON inbox_wait (tenant, number)""",

@@ -822,7 +822,7 @@ def test_sweep_and_claims_walk_their_indexes(
         expect = {
             "sweep": "inbox_event USING INDEX inbox_event_live",
             "claim": "SEARCH inbox_match USING",
-            "waiter": "inbox_wait USING INDEX inbox_wait_match",
+            "waiter": "INDEX inbox_wait_match (tenant=? AND kind=? AND namespace=? AND value=?)",
         }
         scans = ("SCAN inbox_", "USE TEMP B-TREE")
     else:
