@@ -475,29 +475,40 @@ def test_declared_bodies_hold_no_budget(target: Target) -> None:
 def test_per_address_cap_answers_429(target: Target) -> None:
     t = target
     per = LIMITS["max_connections_per_address"] * t.workers
-    with held([s for s in (connect(t.port, ATTACKERS[0]) for _ in range(per + 20)) if s]) as socks:
-        answers: dict[int, bytes] = {}
+    too_many = b"HTTP/1.1 429 Too Many Requests\r\n"
+    # Each process has its own cap: at least the 20 past the cap of both are refused. A
+    # connection let in may meanwhile be closed for idling (idle_timeout is 2 s): 408 or a plain
+    # close, nothing else. When opening the flood itself took longer than that (a loaded
+    # machine), connections let in early may have idled out and freed their slots before the
+    # last ones came, so too few were past the cap: that round proves nothing, and is flooded
+    # again (at most three rounds; a round that opened in time must show the refusals).
+    for attempt in range(3):
+        began = time.monotonic()
+        opened = [connect(t.port, ATTACKERS[0]) for _ in range(per + 20)]
+        took = time.monotonic() - began
+        with held([s for s in opened if s]) as socks:
+            answers: dict[int, bytes] = {}
 
-        too_many = b"HTTP/1.1 429 Too Many Requests\r\n"
+            def refused(
+                socks: list[socket.socket] = socks, answers: dict[int, bytes] = answers
+            ) -> bool:
+                for i, s in enumerate(socks):
+                    if i not in answers and (d := drain(s)) is not None:
+                        answers[i] = d
+                return sum(d.startswith(too_many) for d in answers.values()) >= 20
 
-        def refused() -> bool:
-            for i, s in enumerate(socks):
-                if i not in answers and (d := drain(s)) is not None:
-                    answers[i] = d
-            return sum(d.startswith(too_many) for d in answers.values()) >= 20
-
-        # Each process has its own cap: at least the 20 past the cap of both are refused. A
-        # connection let in may meanwhile be closed for idling (idle_timeout is 2 s, and opening
-        # 420 connections on a loaded machine can take longer): 408 or a plain close, nothing
-        # else.
-        assert wait_until(refused, 5), f"{len(answers)} answered"
-        others = [
-            d
-            for d in answers.values()
-            if d and not d.startswith((too_many, b"HTTP/1.1 408 Request Timeout\r\n"))
-        ]
-        assert not others, others[:2]
-        assert_prompt(legit_latency(t))
+            met = wait_until(refused, 5)
+            others = [
+                d
+                for d in answers.values()
+                if d and not d.startswith((too_many, b"HTTP/1.1 408 Request Timeout\r\n"))
+            ]
+            assert not others, others[:2]
+            if met:
+                break
+            assert took > 1.5 and attempt < 2, f"{len(answers)} answered; opened in {took:.1f} s"
+        time.sleep(0.5)  # the round's connections, closed, are gone before the next
+    assert_prompt(legit_latency(t))
     no_5xx(t)
 
 
