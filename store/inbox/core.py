@@ -67,6 +67,16 @@ SWEEP_CHUNK = 1000
 MAX_REASON = 500
 
 
+_OLDEST_WAIT = (
+    "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
+    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1"
+)
+_OLDEST_EVENT = (
+    "SELECT position, source, id FROM inbox_match WHERE tenant = ? AND kind = ?"
+    " AND namespace = ? AND value = ? ORDER BY position LIMIT 1"
+)
+
+
 class _Taken(Exception):
     """Internal: the event was claimed by somebody else inside a match (roll back the wait)."""
 
@@ -375,29 +385,15 @@ class Inbox:
         """Claim live ``ev`` for the oldest wait of its kind on any of its keys, retiring the
         wait; None when nobody waits. Raises :class:`_Taken` when ``ev`` was claimed by
         somebody else meanwhile (the caller rolls back)."""
-        tenant = self._tenant
         while True:
-            best: tuple[int, str, str] | None = None
-            for ns, value in ev.keys:
-                # By number alone (a wait's own; unique in a key's range): the first entry of
-                # inbox_wait_match's range, not a sort of every wait on the key.
-                row = tx.one(
-                    "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-                    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1",
-                    (tenant, ev.kind, ns, value),
-                )
-                if row is not None:
-                    cand = (stored_int(row[0], "wait number"), str(row[1]), str(row[2]))
-                    if best is None or cand < best:
-                        best = cand
+            # By number alone (a wait's own; unique in a key's range): the first entry of
+            # inbox_wait_match's range, not a sort of every wait on the key.
+            best = self._oldest(tx, _OLDEST_WAIT, ev.kind, ev.keys, "wait number")
             if best is None:
                 return None
             _, run, effect = best
             waits = self._wait_rows(tx, run, effect)
-            gone = tx.execute(
-                "DELETE FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ?",
-                (tenant, run, effect),
-            )
+            gone = self._retire_wait(tx, run, effect)
             if gone == 0 or not waits:
                 continue  # another event took this wait first: the next oldest
             if not self._claim_row(tx, ev, run, effect, now):
@@ -526,27 +522,17 @@ class Inbox:
             mine = stored_event(held_row)
             # This wait's own event only: another wait of the run gets its own back.
             if mine.claimed_for == wait.effect_key and wanted & set(mine.keys):
-                self._retire(tx, wait)
+                self._retire_wait(tx, wait.run, wait.effect_key)
                 return Claimed(mine, wait, recovered=True)
         for _ in range(1000):
-            best: tuple[int, str, str] | None = None
-            for ns, value in wait.keys:
-                row = tx.one(
-                    "SELECT position, source, id FROM inbox_match WHERE tenant = ? AND kind = ?"
-                    " AND namespace = ? AND value = ? ORDER BY position LIMIT 1",
-                    (tenant, wait.kind, ns, value),
-                )
-                if row is not None:
-                    cand = (stored_int(row[0], "event position"), str(row[1]), str(row[2]))
-                    if best is None or cand < best:
-                        best = cand
+            best = self._oldest(tx, _OLDEST_EVENT, wait.kind, wait.keys, "event position")
             if best is None:
                 return None
             ev = self._event(tx, best[1], best[2])
             if ev is None:
                 raise CorruptError(f"match row of event {best[1]}/{best[2]} has no event")
             if self._claim_row(tx, ev, wait.run, wait.effect_key, now):
-                self._retire(tx, wait)
+                self._retire_wait(tx, wait.run, wait.effect_key)
                 got = self._event(tx, ev.source, ev.id)
                 assert got is not None
                 return Claimed(got, wait)
@@ -555,11 +541,27 @@ class Inbox:
                 self._unmatch(tx, ev)
         raise CorruptError("the inbox's match index keeps naming claimed events")
 
-    def _retire(self, tx: Tx, wait: Wait) -> None:
-        tx.execute(
+    def _retire_wait(self, tx: Tx, run: str, effect: str) -> int:
+        """Delete the wait (run, effect)'s rows; how many there were (0: another claim took
+        it first — the DELETE is the waiter's arbiter)."""
+        return tx.execute(
             "DELETE FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ?",
-            (self._tenant, wait.run, wait.effect_key),
+            (self._tenant, run, effect),
         )
+
+    def _oldest(
+        self, tx: Tx, select: str, kind: str, keys: Sequence[tuple[str, str]], what: str
+    ) -> tuple[int, str, str] | None:
+        """The smallest (ordinal, text, text) row ``select`` gives over ``keys`` of ``kind``:
+        one indexed ``LIMIT 1`` per key (the oldest event or wait on any of them)."""
+        best: tuple[int, str, str] | None = None
+        for ns, value in keys:
+            row = tx.one(select, (self._tenant, kind, ns, value))
+            if row is not None:
+                cand = (stored_int(row[0], what), str(row[1]), str(row[2]))
+                if best is None or cand < best:
+                    best = cand
+        return best
 
     # --- targeted delivery -------------------------------------------------------------------
 
