@@ -89,6 +89,7 @@ from bench.store_bench import (
 from store.inbox import Buffered, Claimed, make_wait
 from store.inbox.core import Inbox
 from store.sql import SQLStore, Tx
+from store.sqlcore import StoredHashReader
 from tlog import merkle
 from tlog.inbox import Entry, Event, keys_json, make_event, receipt_entry
 from tlog.keys import generate_key
@@ -453,25 +454,6 @@ def backlog_rows(
     }
 
 
-class _TxReader:
-    """The inbox log's stored hashes read inside the bulk loader's transaction."""
-
-    def __init__(self, tx: Tx) -> None:
-        self._tx = tx
-
-    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-        if not indexes:
-            return []
-        cond, params = self._tx.dialect.any_of("idx", sorted(set(indexes)))
-        got = dict(
-            self._tx.all(
-                f"SELECT idx, hash FROM tree_hash WHERE tenant = ? AND {cond}",
-                (INBOX_LOG, *params),
-            )
-        )
-        return [got[i] for i in indexes]
-
-
 def _insert(tx: Tx, cursor: Any, table: str, columns: Sequence[str], rows: list[Any]) -> None:
     if tx.dialect.name == "postgres":
         with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
@@ -497,7 +479,7 @@ def bulk_extend(target: Target, backlog: Backlog, end: int) -> float:
         if row is None or row[0] != start:
             raise AssertionError(f"the inbox log holds {row} events, not {start}")
         now = int(time.time())
-        reader = _TxReader(tx)
+        reader = StoredHashReader(tx, tx.dialect, INBOX_LOG)
         for lo in range(start, end, 50_000):
             hi = min(lo + 50_000, end)
             events = [log_event(p) for p in range(lo, hi)]

@@ -93,6 +93,7 @@ from store.open import init_store, open_store
 from store.postgres import PostgresDialect
 from store.schema import CONCLUSION_COUNTER
 from store.sql import Dialect, Tx
+from store.sqlcore import StoredHashReader
 from store.sqlite import SQLiteDialect
 from tlog import merkle
 from tlog.journal import GENESIS, KIND_RUN_SEALED, Body, make_record, seal_body
@@ -431,25 +432,6 @@ def log_rows(
     }
 
 
-class _TxReader:
-    """Stored hashes read inside the bulk loader's transaction (a merkle.HashReader)."""
-
-    def __init__(self, tx: Tx) -> None:
-        self._tx = tx
-
-    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-        if not indexes:
-            return []
-        cond, params = self._tx.dialect.any_of("idx", sorted(set(indexes)))
-        got = dict(
-            self._tx.all(
-                f"SELECT idx, hash FROM tree_hash WHERE tenant = ? AND {cond}",
-                (TENANT, *params),
-            )
-        )
-        return [got[i] for i in indexes]
-
-
 def _insert(tx: Tx, cursor: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     columns = _COLUMNS[table]
     if tx.dialect.name == "postgres":
@@ -479,7 +461,7 @@ def bulk_extend(target: Target, expected: Expected, start: int, end: int) -> flo
         if row is None or row[0] != start:
             raise AssertionError(f"the log holds {row} positions, not {start}")
         now = int(time.time())
-        reader = _TxReader(tx)
+        reader = StoredHashReader(tx, tx.dialect, TENANT)
         chunk = 50_000
         for lo in range(start, end, chunk):
             hi = min(lo + chunk, end)

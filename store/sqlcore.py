@@ -26,8 +26,9 @@ from tlog.note import TYPE_ED25519, Ed25519Signer, Ed25519Verifier
 T = TypeVar("T")
 
 
-class _HashReader:
-    """The tenant's stored hashes, read inside one transaction (a :class:`merkle.HashReader`)."""
+class StoredHashReader:
+    """The stored hashes of the log named ``tenant``, read inside one transaction (a
+    :class:`merkle.HashReader`); also the bulk loaders' of bench/."""
 
     __slots__ = ("_d", "_tenant", "_tx")
 
@@ -202,8 +203,8 @@ class SQLCore(JournalStore):
         row = tx.one("SELECT size FROM log_state WHERE tenant = ?", (self._tenant,))
         return 0 if row is None else stored_int(row[0], "log size")
 
-    def _reader(self, tx: Tx) -> _HashReader:
-        return _HashReader(tx, self._d, self._tenant)
+    def _reader(self, tx: Tx) -> StoredHashReader:
+        return StoredHashReader(tx, self._d, self._tenant)
 
     def _run_state(self, tx: Tx, run: str) -> tuple[int | None, Seal | None, Head, int]:
         """(lease epoch or None, seal or None, head, now) of a locked run."""
