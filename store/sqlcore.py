@@ -18,6 +18,7 @@ from store.api import Head, JournalStore, Seal
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError
 from store.schema import JournalSession, open_meta, stored_hash, stored_int, stored_text
+from tlog import merkle
 from tlog.errors import MalformedError, UsageError
 from tlog.journal import check_tenant
 from tlog.keys import SignerKey, format_vkey, parse_vkey
@@ -54,6 +55,42 @@ class StoredHashReader:
                 raise CorruptError(f"stored tree hash {i} is missing or not 32 bytes")
             out.append(h)
         return out
+
+
+class TreeEdge:
+    """The right edge of one log's tree (:func:`tlog.merkle.right_edge`) at the size this
+    handle last committed, so that an append at that size reads no stored hash.
+
+    Why it is safe across processes: a tree of a given size never changes once committed
+    (the log is append-only), so the remembered edge stays true whatever other writers do;
+    their appends merely change the size, and an append at any other size reads the edge
+    from the database. It is remembered only after the transaction that wrote it committed
+    (:meth:`commit`): a rolled-back append must never be.
+    """
+
+    __slots__ = ("_frontier", "_size")
+
+    def __init__(self) -> None:
+        self._size = -1
+        self._frontier: list[bytes] = []
+
+    def append(
+        self, size: int, leaves: list[bytes], reader: StoredHashReader
+    ) -> tuple[list[bytes], tuple[int, list[bytes]]]:
+        """(the stored hashes ``leaves`` add to the tree of ``size``, the edge after them to
+        :meth:`commit` once they are committed). Requires: ``size`` is the tree's committed
+        size, read under the log's lock in ``reader``'s transaction."""
+        if size == self._size:
+            frontier = list(self._frontier)
+        else:
+            need = merkle.right_edge(size)
+            frontier = reader.read_hashes(need) if need else []
+        hashes = merkle.fold_leaves(size, frontier, leaves)  # moves frontier to the new edge
+        return hashes, (size + len(leaves), frontier)
+
+    def commit(self, edge: tuple[int, list[bytes]]) -> None:
+        """Remember ``edge`` (from :meth:`append`), whose transaction committed."""
+        self._size, self._frontier = edge
 
 
 # What an append or a seal must know about its run, read after the run's row is locked: the

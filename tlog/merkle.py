@@ -49,6 +49,7 @@ __all__ = [
     "consistency_proof",
     "consistency_proof_indexes",
     "consistency_proof_size",
+    "fold_leaves",
     "inclusion_proof",
     "inclusion_proof_size",
     "is_valid_subtree",
@@ -56,6 +57,7 @@ __all__ = [
     "node_hash",
     "proven_prefix_root",
     "proves_inconsistency",
+    "right_edge",
     "root",
     "root_of_entries",
     "split_stored_hash_index",
@@ -200,12 +202,33 @@ def stored_hashes_for_leaves(
 
     Requires: the array holds exactly ``stored_hash_count(start)`` hashes. Equivalent to
     calling :func:`stored_hashes_for_leaf` for each leaf in turn, but reads the array once:
-    the right edge of the tree (one perfect subtree per one bit of the size, the "compact
-    range") is kept in memory while the batch is folded in.
+    the right edge of the tree (:func:`right_edge`) is kept in memory while the batch is
+    folded in (:func:`fold_leaves`).
+    """
+    need = right_edge(start)
+    frontier = list(reader.read_hashes(need)) if need else []
+    return fold_leaves(start, frontier, leaves)
+
+
+def right_edge(size: int) -> list[int]:
+    """The stored-hash indexes of the right edge of a tree of ``size`` leaves: its maximal
+    perfect subtrees, largest first (one per one bit of ``size``; the "compact range"). They
+    are all that appending to the tree reads.
+
+    Requires: size >= 0.
     """
     need: list[int] = []
-    _sub_tree_index(0, start, need)
-    frontier = list(reader.read_hashes(need)) if need else []
+    _sub_tree_index(0, size, need)
+    return need
+
+
+def fold_leaves(start: int, frontier: list[bytes], leaves: Iterable[bytes]) -> list[bytes]:
+    """The hashes to append to the stored-hash array when ``leaves`` are added at ``start``,
+    given its right edge ``frontier`` (the hashes at :func:`right_edge` of ``start``, in that
+    order), which is updated in place to the right edge after ``leaves``.
+
+    Requires: ``frontier`` is that edge (it is not checked: a wrong edge gives wrong hashes).
+    """
     if _c_fold is not None:
         batch = leaves if isinstance(leaves, list) else list(leaves)
         try:

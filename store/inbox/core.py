@@ -38,6 +38,7 @@ from store.inbox.values import (
     stored_waits,
 )
 from store.schema import RECORD_COLUMNS, next_counter, record, stored_int
+from store.sqlcore import TreeEdge
 from tlog import merkle
 from tlog.checkpoint import Checkpoint
 from tlog.errors import MalformedError, UsageError
@@ -108,6 +109,7 @@ class Inbox:
         self._log = store._log_named(schema.LOG_SUFFIX)
         self._ready = False
         self._lock_sql: dict[tuple[str, int, bool], str] = {}
+        self._edge = TreeEdge()
 
     # --- the handle ----------------------------------------------------------------------------
 
@@ -131,6 +133,15 @@ class Inbox:
         if not self._ready:
             self._ensure()
         return self._store._write(fn)
+
+    def _write_appending(self, fn: Callable[[Tx, list[tuple[int, list[bytes]]]], T]) -> T:
+        """:meth:`_write` of ``fn``, which may append to the inbox log: the tree's right edge
+        it leaves in its list is remembered only after the transaction committed."""
+        due: list[tuple[int, list[bytes]]] = []
+        result = self._write(lambda tx: fn(tx, due))
+        if due:
+            self._edge.commit(due[0])
+        return result
 
     def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
         if not self._ready:
@@ -201,7 +212,7 @@ class Inbox:
             return []
         tenant = self._tenant
 
-        def work(tx: Tx) -> list[Buffered]:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             kinds = sorted({e.kind for e in events}) if match else []
             for kind in kinds:
                 self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
@@ -254,7 +265,7 @@ class Inbox:
                     for (_, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
                 ],
             )
-            self._append_leaves(tx, size, [leaf for _, leaf in forms])
+            self._append_leaves(tx, size, [leaf for _, leaf in forms], due)
             tx.executemany(
                 "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -277,7 +288,7 @@ class Inbox:
                         out[i] = Buffered(e.source, e.id, pos, now, False, w)
             return out
 
-        return self._write(work)
+        return self._write_appending(work)
 
     def _stored_positions(
         self, tx: Tx, pairs: set[tuple[str, str]]
@@ -367,10 +378,15 @@ class Inbox:
             )
         return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited, found
 
-    def _append_leaves(self, tx: Tx, size: int, leaves: list[bytes]) -> None:
-        """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked)."""
+    def _append_leaves(
+        self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]
+    ) -> None:
+        """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked),
+        and put the tree's new right edge in ``due``, for :meth:`_write_appending` to remember
+        once the transaction committed."""
         start = merkle.stored_hash_count(size)
-        hashes = merkle.stored_hashes_for_leaves(size, leaves, self._log._reader(tx))
+        hashes, edge = self._edge.append(size, leaves, self._log._reader(tx))
+        due[:] = [edge]
         tx.executemany(
             "INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)",
             [(self._log.tenant, start + i, h) for i, h in enumerate(hashes)],
@@ -579,7 +595,7 @@ class Inbox:
         _checked_event(event, "deliver")
         tenant = self._tenant
 
-        def work(tx: Tx) -> Targeted:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Targeted:
             self._lock_keys(tx, event.kind, event.keys)
             existing = self._event(tx, event.source, event.id, lock=True)
             rows = tx.all(
@@ -617,10 +633,10 @@ class Inbox:
                     chosen.effect_key,
                 ),
             )
-            self._append_leaves(tx, size, [Entry.of(event, now).leaf])
+            self._append_leaves(tx, size, [Entry.of(event, now).leaf], due)
             return Targeted("matched", chosen, size)
 
-        return self._write(work)
+        return self._write_appending(work)
 
     # --- after the claim ------------------------------------------------------------------------
 

@@ -126,7 +126,8 @@ def restore_events(inbox: Inbox, events: Sequence[StoredEvent]) -> int:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        inbox._append_leaves(tx, size, [ev.entry.leaf for ev in events])
+        # The edge is not remembered (due is dropped): the restore commits later, or not.
+        inbox._append_leaves(tx, size, [ev.entry.leaf for ev in events], [])
         tx.executemany(
             "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",

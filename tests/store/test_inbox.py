@@ -50,6 +50,7 @@ from store.inbox import Claimed, StoredEvent, Wait, make_wait, wait_from_json
 from store.inbox import core as inbox_core
 from store.inbox.core import MAX_LIMIT, Inbox
 from store.sql import SQLStore
+from store.sqlcore import TreeEdge
 from tests.store.helpers import T0, BackendLike, FakeClock, StoreFactory
 from tlog import merkle
 from tlog.checkpoint import Checkpoint
@@ -1250,3 +1251,46 @@ def test_the_inbox_follows_its_rules_step_by_step(
         clock.advance(1)
         _step(ib, m, op, clock.now)
         _check(ib, m)
+
+
+# =============================================================================================
+# the inbox log's remembered right edge (store.sqlcore.TreeEdge)
+# =============================================================================================
+
+
+def test_an_append_rolled_back_is_not_remembered_and_other_writers_are_seen(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge an append computes is remembered only after its commit, and a handle whose
+    remembered edge went stale (another handle appended) reads the edge again: every root
+    stays the root of the entries in order."""
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    tree = merkle.MemoryHashStore()
+
+    def buffered(ib: Inbox, e: Event) -> None:
+        got = ib.buffer(e)
+        assert not got.duplicate
+        tree.append(ib.get(e.source, e.id).entry.leaf)  # type: ignore[union-attr]
+
+    buffered(a, ev("1"))
+    buffered(a, ev("2"))  # a's edge now remembered at size 2
+    real = TreeEdge.append
+
+    def fails_after(self: TreeEdge, *args: Any) -> Any:
+        real(self, *args)
+        raise RuntimeError("the transaction fails after the append")
+
+    monkeypatch.setattr(TreeEdge, "append", fails_after)
+    with pytest.raises(RuntimeError):
+        a.buffer(ev("3"))
+    monkeypatch.undo()
+    assert a.checkpoint().size == 2 and a.get("bank", "3") is None
+    buffered(b, ev("4"))  # another writer takes position 2 with another event
+    buffered(a, ev("5"))  # a's edge is for size 2: it must read the edge at size 3
+    buffered(a, ev("6"))
+    buffered(b, ev("7"))
+    for ib in (a, b):
+        assert ib.checkpoint().size == tree.size == 6
+        assert ib.checkpoint().root == tree.root()
+        proof = ib.receipt("bank", "5")
+        verify_receipt(ib, proof, ev("5"))

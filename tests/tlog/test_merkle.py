@@ -12,6 +12,8 @@ literal transcription of the RFC. Test names keep the case numbers of tests/tlog
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.tlog.helpers import (
     EMPTY_LEAF_B64,
@@ -28,10 +30,13 @@ from tlog.merkle import (
     EMPTY_ROOT,
     MemoryHashStore,
     consistency_proof,
+    fold_leaves,
     inclusion_proof,
     leaf_hash,
+    right_edge,
     root,
     root_of_entries,
+    stored_hash_count,
     verify_consistency,
     verify_inclusion,
 )
@@ -103,3 +108,22 @@ def test_edge_27_empty_tree_vs_empty_leaf() -> None:
     with pytest.raises(ProofError):
         Checkpoint.parse(f"o\n0\n{EMPTY_LEAF_B64}\n".encode())
     assert Checkpoint.parse(f"o\n1\n{EMPTY_LEAF_B64}\n".encode()).size == 1
+
+
+# --- the right edge: what an append reads, and how a fold moves it --------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 600), st.integers(0, 40))
+def test_fold_leaves_moves_the_right_edge_to_the_new_trees(start: int, k: int) -> None:
+    tree = MemoryHashStore()
+    tree.extend([leaf_hash(b"%d" % i) for i in range(start)])
+    edge = right_edge(start)
+    assert len(edge) == start.bit_count() and edge == sorted(edge)
+    frontier = tree.read_hashes(edge)
+    leaves = [leaf_hash(b"new %d" % i) for i in range(k)]
+    added = fold_leaves(start, frontier, leaves)
+    tree.extend(leaves)
+    # The stored hashes are the array's new tail, and the frontier became the new tree's edge.
+    assert added == tree.hashes[stored_hash_count(start) :]
+    assert frontier == tree.read_hashes(right_edge(start + k))
