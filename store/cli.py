@@ -718,6 +718,7 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from store.tileserver import (  # noqa: PLC0415 - aiohttp
         DEFAULT_CACHE_BYTES,
+        DEFAULT_READERS,
         TileServer,
         make_app,
         request_logger,
@@ -726,6 +727,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     host, port = ui.parse_listen(args.listen)
     db, pg = ui.store_location(args)
+    cache = (
+        DEFAULT_CACHE_BYTES
+        if args.cache_mb is None
+        else decimal_arg(args.cache_mb, "--cache-mb", 0, 1 << 20) << 20
+    )
+    readers = (
+        DEFAULT_READERS if args.readers is None else decimal_arg(args.readers, "--readers", 1, 64)
+    )
     handles: list[JournalStore] = []
 
     def open_source(tenant: str) -> StoreLog:
@@ -740,7 +749,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         server = TileServer(
             tile_reads(store).tenants,
             open_source,
-            cache_bytes=DEFAULT_CACHE_BYTES,
+            cache_bytes=cache,
+            readers=readers,
+            reads_in_loop=pg is None,
             logger=request_logger(),
         )
         try:

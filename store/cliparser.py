@@ -434,6 +434,17 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks one)",
     )
+    p.add_argument(
+        "--cache-mb",
+        metavar="N",
+        help="megabytes of full tiles and bundles kept in memory (default 64; 0: none)",
+    )
+    p.add_argument(
+        "--readers",
+        metavar="N",
+        help="PostgreSQL: store connections per tenant, how many of its reads run at once "
+        "(default 4); SQLite reads run on the server's event loop, one connection per tenant",
+    )
 
 
 def tiles_args(p: argparse.ArgumentParser) -> None:
@@ -844,9 +855,10 @@ SIGTERM or SIGINT:
 Only what the latest kept checkpoint covers is served (404 beyond it; 400 for a tile path
 that is not canonical); keep checkpoints with 'tlog-store checkpoint' or 'publish'. Full tiles
 are sent with Cache-Control: public, max-age=31536000, immutable; the checkpoint and partial
-tiles with max-age=5. A new checkpoint is served within a second. Prints 'listening on URL'
-once it accepts connections, and one JSON line per request on standard error. Every tenant of
-the store is served (--tenant is not read). Needs the 'store' extra (aiohttp).
+tiles with max-age=5. A new checkpoint is served within a second. The full tiles and bundles
+served last are kept in memory (--cache-mb). Prints 'listening on URL' once it accepts
+connections, and one JSON line per request on standard error. Every tenant of the store is
+served (--tenant is not read). Needs the 'store' extra (aiohttp).
 
 examples:
   tlog-store serve --db journal.db --listen 127.0.0.1:8080

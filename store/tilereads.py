@@ -11,10 +11,13 @@ cost that does not grow with the log:
   whose hashes are complete in the log is always there in full.
 * :meth:`TileReads.sealed_heads` — the entries of a bundle are the sealed heads at log
   positions ``[start, start+count)``: one range query on ``run_seal`` (UNIQUE (tenant,
-  position)), and, in the same snapshot, the level-0 stored hashes of those positions, so that
-  every head is checked to be the leaf the log holds (``SHA-256(0x00 ‖ head)``) before it is
-  handed out. A position without a sealed run (a deleted run) or whose head is not its leaf is
-  :class:`~store.errors.CorruptError`: a bundle is never built with a hole or a wrong entry.
+  position)), and, in the same snapshot, a check that every head is the leaf the log holds
+  (``SHA-256(0x00 ‖ head)``) before it is handed out: for a full bundle, its leaf hashes must
+  fold to the one stored root of their subtree; for a partial one, they must be its stored
+  leaf hashes. A position without a sealed run (a deleted run) or whose head is not its leaf
+  is :class:`~store.errors.CorruptError`: a bundle is never built with a hole or a wrong
+  entry. :meth:`TileReads.sealed_heads_and_leaves` also gives those leaf hashes, which are the
+  bundle's level-0 tile: one read serves both.
 * :meth:`TileReads.latest_note` — the latest kept checkpoint note, by size (one row), and
   :meth:`TileReads.kept_sizes`, the sizes of the kept checkpoints after a size.
 * :meth:`TileReads.tenants` — every tenant of the database that keeps a checkpoint.
@@ -22,7 +25,6 @@ cost that does not grow with the log:
 
 from __future__ import annotations
 
-import hashlib
 from typing import cast
 
 from store.db import Tx, check_int
@@ -30,8 +32,9 @@ from store.errors import CorruptError
 from store.schema import stored_hash, stored_int, stored_note, stored_text
 from store.sqlcore import SQLCore
 from tlog import merkle
+from tlog.encoding import HASH_SIZE
 from tlog.errors import UsageError
-from tlog.tiles import TILE_HEIGHT, TILE_WIDTH
+from tlog.tiles import TILE_HEIGHT, TILE_WIDTH, leaf_hashes, perfect_root, split_hashes
 
 __all__ = ["TileReads"]
 
@@ -68,12 +71,22 @@ class TileReads(SQLCore):
         """The sealed heads at log positions ``[start, start+count)``, each checked to be the
         log's leaf there (see the module docstring). ``count`` is 1..256; the positions must be
         in the log (UsageError otherwise)."""
+        return self.sealed_heads_and_leaves(start, count)[0]
+
+    def sealed_heads_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        """:meth:`sealed_heads` and their leaf hashes (``SHA-256(0x00 ‖ head)``), which are the
+        log's stored leaf hashes there: the level-0 tile of a full bundle, for free.
+
+        How the heads are checked: a full, aligned range (a full bundle: ``start`` a multiple of
+        256, ``count`` 256) by **one** stored hash, the root of its subtree (height 8), which
+        its leaf hashes must fold to; any other range, or one that does not fold to it, against
+        its stored leaf hashes one by one, which names the position that differs."""
         check_int(start, "first position", 0)
         check_int(count, "count", 1, TILE_WIDTH)
         end = start + count
-        wanted = _stored_indexes(0, start, count)
+        aligned = count == TILE_WIDTH and start % TILE_WIDTH == 0
 
-        def work(tx: Tx) -> list[bytes]:
+        def work(tx: Tx) -> tuple[list[bytes], list[bytes]]:
             size = self._log_size(tx)
             if end > size:
                 raise UsageError(f"positions {start}..{end - 1} are not all in the log's {size}")
@@ -94,16 +107,23 @@ class TileReads(SQLCore):
                     "its entry bundle cannot be built"
                 )
             heads = _checked_hashes([r[1] for r in rows], "sealed head at position", start)
-            leaves = self._ordered_hashes(tx, wanted)
-            sha256 = hashlib.sha256
-            if [sha256(b"\x00" + h).digest() for h in heads] != leaves:
-                for i, (head, leaf) in enumerate(zip(heads, leaves, strict=True)):
-                    if merkle.leaf_hash(head) != leaf:
-                        raise CorruptError(
-                            f"the sealed head at log position {start + i} is not the log's "
-                            "leaf there"
-                        )
-            return heads
+            leaves = split_hashes(leaf_hashes(b"".join(heads), 0, HASH_SIZE, HASH_SIZE, count))
+            if aligned:
+                subtree = merkle.stored_hash_index(TILE_HEIGHT, start // TILE_WIDTH)
+                if perfect_root(leaves) == self._ordered_hashes(tx, [subtree])[0]:
+                    return heads, leaves
+            stored = self._ordered_hashes(tx, _stored_indexes(0, start, count))
+            for i, (leaf, want) in enumerate(zip(leaves, stored, strict=True)):
+                if leaf != want:
+                    raise CorruptError(
+                        f"the sealed head at log position {start + i} is not the log's leaf there"
+                    )
+            if aligned:
+                raise CorruptError(
+                    f"the stored root of positions {start}..{end - 1} is not the root of their "
+                    "stored leaf hashes"
+                )
+            return heads, leaves
 
         return self._read(work)
 

@@ -108,6 +108,10 @@ class TileSource(Protocol):
     def entries(self, start: int, count: int) -> list[bytes]:
         """The entries at positions ``[start, start+count)``, each checked to be the leaf."""
 
+    def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        """:meth:`entries` and their leaf hashes (the log's stored ones): a full bundle and
+        its level-0 tile from one read."""
+
 
 def note_checkpoint(note: bytes, what: str = "the checkpoint") -> Checkpoint:
     """The checkpoint a note carries (its signatures are not verified here)."""
@@ -144,6 +148,23 @@ class TiledLog:
         if isinstance(item, Bundle):
             return Resource(bundle_bytes(self.source, item), TILE_TYPE, cache)
         return Resource(tile_bytes(self.source, item), TILE_TYPE, cache)
+
+    def leaf_pair(self, index: int, size: int) -> tuple[Resource, Resource]:
+        """The full bundle ``index`` and the full level-0 tile ``index`` (the same 256
+        positions), from one read of the source: the bytes :meth:`tile_or_bundle` gives for
+        each. NotFoundError when the tree of ``size`` does not cover them."""
+        start = index * TILE_WIDTH
+        if start + TILE_WIDTH > size:
+            raise NotFoundError(
+                f"{Bundle(index).path()} is beyond the checkpoint's tree of size {size}"
+            )
+        entries, leaves = self.source.entries_and_leaves(start, TILE_WIDTH)
+        if len(entries) != TILE_WIDTH or len(leaves) != TILE_WIDTH:
+            raise CorruptError(f"bundle {Bundle(index).path()} came out with a wrong count")
+        return (
+            Resource(format_bundle(entries), TILE_TYPE, IMMUTABLE_CACHE),
+            Resource(b"".join(leaves), TILE_TYPE, IMMUTABLE_CACHE),
+        )
 
 
 def extent(item: Tile | Bundle) -> int:
@@ -189,6 +210,9 @@ class StoreLog:
     def entries(self, start: int, count: int) -> list[bytes]:
         return self.store.sealed_heads(start, count)
 
+    def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        return self.store.sealed_heads_and_leaves(start, count)
+
 
 def tile_reads(store: JournalStore) -> TileReads:
     """The store's tile reads (every SQL store has them); UsageError for a store without."""
@@ -229,3 +253,7 @@ class EntryLog:
         if start + count > len(self._entries):
             raise UsageError(f"positions {start}..{start + count - 1} are beyond the entries")
         return self._entries[start : start + count]
+
+    def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        entries = self.entries(start, count)
+        return entries, [merkle.leaf_hash(e) for e in entries]

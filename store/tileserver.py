@@ -19,21 +19,32 @@ checkpoint), a resource beyond the latest checkpoint, or any other path; 500 whe
 fails or holds what it must not (logged, with a generic body). Error bodies are one line of
 ``text/plain``.
 
-Every read runs in a thread (``asyncio.to_thread``), never on the event loop. Each tenant has
-a pool of at most ``readers`` store handles (default :data:`DEFAULT_READERS`), the first opened
-on its first request and the others only when that many reads run at once: a handle's session
-serialises its reads, so the pool is what lets a tenant's reads run in parallel (SQLite in WAL
-mode and PostgreSQL both take concurrent readers). The list of tenants is read again at most
-every ``ttl`` seconds when a request names an unknown one, so that a request for a made-up
-tenant costs no handle and at most one query per ``ttl``; the latest checkpoint of a tenant is
-read at most every ``ttl`` seconds (default 1), so a new checkpoint is served within that time.
+Where reads run. By default every read runs in a thread (``asyncio.to_thread``), never on the
+event loop. Each tenant has a pool of at most ``readers`` store handles (default
+:data:`DEFAULT_READERS`), the first opened on its first request and the others only when that
+many reads run at once: a handle's session serialises its reads, so the pool is what lets a
+tenant's reads run in parallel (PostgreSQL reads wait on the network, so they overlap). With
+``reads_in_loop`` (what ``tlog-store serve`` does for a SQLite store) they run on the event loop
+itself, on one handle per tenant: a SQLite read of a tile is CPU work of a fraction of a
+millisecond and O(1) (at most 512 rows) that the GIL would serialise anyway, and handing it to
+a thread and back costs about as much again (measured in bench/tiles_bench.py: the server's
+CPU per request nearly halves); only the handle's first opening goes to a thread.
+
+The list of tenants is read again at most every ``ttl`` seconds when a request names an
+unknown one, so that a request for a made-up tenant costs no handle and at most one query per
+``ttl``; the latest checkpoint of a tenant is read at most every ``ttl`` seconds (default 1),
+so a new checkpoint is served within that time. ``tlog-store serve --cache-mb`` and
+``--readers`` set the cache and the pool.
 
 Full tiles and full bundles never change once they exist, so up to ``cache_bytes`` of their
 bodies are kept (least recently used dropped first; ``tlog-store serve`` keeps
 :data:`DEFAULT_CACHE_BYTES`, a :class:`TileServer` none unless told): a kept one is answered
 without a store read, after the same checks as any other (the tenant, and that the latest
 checkpoint covers it). Partial tiles, partial bundles and the checkpoint are never kept (the
-checkpoint is only reused for ``ttl`` seconds, as above).
+checkpoint is only reused for ``ttl`` seconds, as above). A full bundle and the full level-0
+tile of the same positions come from one store read (the bundle's leaf hashes are that tile:
+:meth:`~store.tiles.TiledLog.leaf_pair`), and both are kept; a request for either while that
+read runs waits for it, so a follower asking for both at once costs one read.
 
 Each request is logged as one JSON line (``method``, ``path``, ``status``, ``duration_ms``) at
 INFO on :data:`LOGGER_NAME`, formatted only when that level is enabled.
@@ -64,7 +75,7 @@ from store.tiles import (
 )
 from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.journal import check_tenant
-from tlog.tiles import parse_tile_path
+from tlog.tiles import TILE_WIDTH, Bundle, Tile, parse_tile_path
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
@@ -127,13 +138,20 @@ class ResourceCache:
 class _Readers:
     """A tenant's pool of :class:`TiledLog` handles (see the module docstring)."""
 
-    def __init__(self, first: TiledLog, limit: int, open_log: Callable[[], TiledLog]) -> None:
+    def __init__(
+        self, first: TiledLog, limit: int, open_log: Callable[[], TiledLog], in_loop: bool
+    ) -> None:
         self._idle = [first]
+        self._first = first
         self._open_log = open_log
         self._slots = asyncio.Semaphore(limit)
+        self._in_loop = in_loop
 
     async def run(self, fn: Callable[[TiledLog], T]) -> T:
-        """``fn(log)`` in a thread, on a handle no other read of the pool is using."""
+        """``fn(log)`` in a thread, on a handle no other read of the pool is using; or, with
+        reads in the loop, on the first handle, right here."""
+        if self._in_loop:
+            return fn(self._first)
         async with self._slots:
             log = self._idle.pop() if self._idle else await asyncio.to_thread(self._open_log)
             try:
@@ -148,7 +166,8 @@ class TileServer:
     ``tenants()`` lists the tenants to serve; ``open_source(tenant)`` gives one's
     :class:`~store.tiles.TileSource` (called in a thread, once per handle of the tenant's pool:
     at most ``readers`` times). ``cache_bytes`` bounds the full tiles and bundles kept (0:
-    none). ``clock`` is monotonic seconds.
+    none). ``reads_in_loop``: read on the event loop, one handle per tenant (see the module
+    docstring: for SQLite). ``clock`` is monotonic seconds.
     """
 
     def __init__(
@@ -159,6 +178,7 @@ class TileServer:
         ttl: float = DEFAULT_TTL,
         readers: int = DEFAULT_READERS,
         cache_bytes: int = 0,
+        reads_in_loop: bool = False,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -170,6 +190,7 @@ class TileServer:
         self._open_source = open_source
         self._ttl = ttl
         self._readers = readers
+        self._in_loop = reads_in_loop
         self.cache = ResourceCache(cache_bytes)
         self._clock = clock
         self.logger = logger or logging.getLogger(LOGGER_NAME)
@@ -177,6 +198,7 @@ class TileServer:
         self._listed_at: float | None = None
         self._pools: dict[str, _Readers] = {}
         self._latest: dict[str, tuple[float, Resource, int]] = {}
+        self._pairs: dict[tuple[str, int], asyncio.Future[tuple[Resource, Resource]]] = {}
         self._lock = asyncio.Lock()
 
     async def _pool(self, tenant: str) -> _Readers:
@@ -203,7 +225,9 @@ class TileServer:
             def open_log() -> TiledLog:
                 return TiledLog(self._open_source(tenant))
 
-            pool = _Readers(await asyncio.to_thread(open_log), self._readers, open_log)
+            pool = _Readers(
+                await asyncio.to_thread(open_log), self._readers, open_log, self._in_loop
+            )
             self._pools[tenant] = pool
             return pool
 
@@ -215,6 +239,41 @@ class TileServer:
         resource, size = await pool.run(TiledLog.checkpoint)
         self._latest[tenant] = (now, resource, size)
         return resource, size
+
+    async def _leaf_pair(
+        self, tenant: str, pool: _Readers, index: int, size: int, item: Tile | Bundle
+    ) -> Resource:
+        """Full bundle ``index`` or full level-0 tile ``index`` (``item``): both come from one
+        read (:meth:`TiledLog.leaf_pair`), both are kept, and a request for either while that
+        read runs waits for it rather than reading again (a follower asks for both at once)."""
+        key = (tenant, index)
+        task = self._pairs.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._read_pair(tenant, pool, index, size))
+            self._pairs[key] = task
+            task.add_done_callback(lambda done: self._pair_done(key, done))
+        # Shielded: a client that goes away does not cancel the read the other one waits for.
+        bundle, tile = await asyncio.shield(task)
+        return bundle if isinstance(item, Bundle) else tile
+
+    async def _read_pair(
+        self, tenant: str, pool: _Readers, index: int, size: int
+    ) -> tuple[Resource, Resource]:
+        pair = await pool.run(lambda log: log.leaf_pair(index, size))
+        if self.cache.max_bytes:
+            # Kept before the read counts as done: no request between finds neither.
+            needs = (index + 1) * TILE_WIDTH
+            self.cache.put((tenant, Bundle(index).path()), pair[0], needs)
+            self.cache.put((tenant, Tile(0, index).path()), pair[1], needs)
+        return pair
+
+    def _pair_done(
+        self, key: tuple[str, int], task: asyncio.Future[tuple[Resource, Resource]]
+    ) -> None:
+        if self._pairs.get(key) is task:
+            del self._pairs[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here: every waiter may have gone away
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """``GET`` (and ``HEAD``) of any path: see the module docstring."""
@@ -250,9 +309,13 @@ class TileServer:
             if kept is not None:
                 resource = kept
             else:
-                resource = await pool.run(lambda log: log.tile_or_bundle(rest, size))
-                if self.cache.max_bytes and resource.cache_control == IMMUTABLE_CACHE:
-                    self.cache.put(key, resource, extent(parse_tile_path(rest)))
+                item = parse_tile_path(rest)
+                if item.is_full and extent(item) <= size and _is_leaf_level(item):
+                    resource = await self._leaf_pair(tenant, pool, item.index, size, item)
+                else:
+                    resource = await pool.run(lambda log: log.tile_or_bundle(rest, size))
+                    if self.cache.max_bytes and resource.cache_control == IMMUTABLE_CACHE:
+                        self.cache.put(key, resource, extent(item))
         else:
             raise NotFoundError("no such resource")
         return web.Response(
@@ -262,6 +325,10 @@ class TileServer:
                 "Cache-Control": resource.cache_control,
             },
         )
+
+
+def _is_leaf_level(item: Tile | Bundle) -> bool:
+    return isinstance(item, Bundle) or item.level == 0
 
 
 def _request_line(method: str, raw: str, status: int, seconds: float) -> str:

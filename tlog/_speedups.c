@@ -39,13 +39,18 @@
  *       (run line, run ID, count, position or -1, leaf hash or None, last record's line).
  *       Parses and hashes with the GIL released, 64 runs at a time.
  *
- * And two exact helpers, the same result as the Python code always:
+ * And three exact helpers, the same result as the Python code always:
  *
  *   fold_leaves(frontier, leaves, size) -> stored hashes
  *       tlog.merkle.stored_hashes_for_leaves's loop (RFC 6962 node hashes), ``frontier``
  *       updated in place.
  *
  *   count_lines(buf, start, end) -> the number of LF bytes in buf[start:end].
+ *
+ *   leaf_hashes(buf, offset, stride, length, count) -> bytes
+ *       The RFC 6962 leaf hashes SHA-256(0x00 || entry) of ``count`` entries of ``length``
+ *       bytes at ``offset``, ``offset + stride``, ... of ``buf``, concatenated (a level-0
+ *       tile): a bundle's 32-byte entries (stride 34), or sealed heads joined (stride 32).
  *
  * What body_names accepts, and why each acceptance is the Python verdict (the format is in
  * the docstring of tlog/journal.py): a JSON object with no whitespace between tokens; its keys
@@ -806,6 +811,51 @@ fail:
     return NULL;
 }
 
+/* leaf_hashes(buf, offset, stride, length, count) -> the RFC 6962 leaf hashes
+   SHA-256(0x00 || buf[offset + i*stride : offset + i*stride + length]) for i < count, as one
+   bytes object of count * 32 bytes (a level-0 tile's bytes). Hashes with the GIL released. */
+static PyObject *py_leaf_hashes(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t offset, stride, length, count;
+    PyObject *out;
+    EVP_MD_CTX *ctx;
+    unsigned char *dst;
+    int ok = 1;
+    static const unsigned char zero = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &buf, &offset, &stride, &length, &count)) return NULL;
+    if (offset < 0 || stride < 0 || length < 0 || count < 0 ||
+        (count > 0 && (count - 1 > (PY_SSIZE_T_MAX - offset - length) / (stride ? stride : 1) ||
+                       offset + (count - 1) * stride + length > buf.len)) ||
+        count > PY_SSIZE_T_MAX / 32) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "leaf_hashes: the entries are not all in the buffer");
+        return NULL;
+    }
+    out = PyBytes_FromStringAndSize(NULL, count * 32);
+    ctx = EVP_MD_CTX_new();
+    if (out == NULL || ctx == NULL) {
+        Py_XDECREF(out);
+        EVP_MD_CTX_free(ctx);
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; ok && i < count; i++)
+        ok = sha256_3(ctx, &zero, 1, (ptr)buf.buf + offset + i * stride, (size_t)length, NULL, 0,
+                      dst + i * 32);
+    Py_END_ALLOW_THREADS
+    EVP_MD_CTX_free(ctx);
+    PyBuffer_Release(&buf);
+    if (!ok) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "leaf_hashes: SHA-256 failed");
+        return NULL;
+    }
+    return out;
+}
+
 static PyObject *py_count_lines(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start, end, n = 0;
@@ -839,6 +889,8 @@ static PyMethodDef METHODS[] = {
      "scan_runs(buf, at, end, lineno) -> (at, lineno, runs)."},
     {"fold_leaves", py_fold_leaves, METH_VARARGS,
      "fold_leaves(frontier, leaves, start) -> the stored hashes the leaves add."},
+    {"leaf_hashes", py_leaf_hashes, METH_VARARGS,
+     "leaf_hashes(buf, offset, stride, length, count) -> count leaf hashes, one bytes object."},
     {"count_lines", py_count_lines, METH_VARARGS,
      "count_lines(buf, start, end) -> the number of LF bytes in buf[start:end]."},
     {NULL, NULL, 0, NULL},

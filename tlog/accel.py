@@ -14,6 +14,9 @@ that one assignment here switches a fast path off (as the tests do).
 * :data:`count_lines` — the number of LFs in a byte range;
 * :data:`fold_leaves` — the Merkle fold of :meth:`tlog.merkle.MemoryHashStore.extend` (about
   6x the Python loop), read by :mod:`tlog.merkle`;
+* :data:`leaf_hashes` — RFC 6962 leaf hashes of equal-length entries at a fixed stride of a
+  buffer, joined (a bundle's entries, or sealed heads: a level-0 tile), with the GIL released;
+  read by :func:`tlog.tiles.leaf_hashes`;
 * :data:`body_names` — :func:`tlog.journal.body_names`'s question (does a record body name this
   run and seq, in canonical JSON?), about 8x the Python code, read by :mod:`tlog.journal`.
 
@@ -32,7 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tlog.export.format import VerifiedRun
 
-__all__ = ["body_names", "count_lines", "fold_leaves", "scan_records", "scan_runs"]
+__all__ = ["body_names", "count_lines", "fold_leaves", "leaf_hashes", "scan_records", "scan_runs"]
 
 ScanRecords = Callable[
     [bytes, int, int, bytes, int, int, bytes, bytes | None], tuple[int, int, bytes]
@@ -46,6 +49,8 @@ CountLines = Callable[[bytes | mmap, int, int], int]
 """``(buf, start, end)`` -> the number of LFs in ``buf[start:end]``."""
 FoldLeaves = Callable[[list[bytes], list[bytes], int], list[bytes]]
 """``(stored hashes, new leaf hashes, size before)`` -> the new stored hashes."""
+LeafHashes = Callable[[bytes, int, int, int, int], bytes]
+"""``(buf, offset, stride, length, count)`` -> the leaf hashes of those entries, joined."""
 BodyNames = Callable[[bytes, bytes, int], bool]
 """``(raw body, run ID as UTF-8, seq)`` -> True only when sure that the body names them."""
 
@@ -54,6 +59,7 @@ scan_runs: ScanRuns | None = None
 count_lines: CountLines | None = None
 fold_leaves: FoldLeaves | None = None
 body_names: BodyNames | None = None
+leaf_hashes: LeafHashes | None = None
 
 try:
     from tlog import _speedups
@@ -65,3 +71,4 @@ else:
     count_lines = _speedups.count_lines
     fold_leaves = _speedups.fold_leaves
     body_names = _speedups.body_names
+    leaf_hashes = _speedups.leaf_hashes

@@ -46,9 +46,9 @@ limits).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import http.client
 import io
+import itertools
 import os
 import threading
 import time
@@ -61,7 +61,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tlog import accel, merkle
+from tlog import merkle
 from tlog.checkpoint import Checkpoint
 from tlog.cli.files import output_file
 from tlog.encoding import HASH_SIZE, b64encode
@@ -76,8 +76,11 @@ from tlog.tiles import (
     Bundle,
     Tile,
     TileHashReader,
+    leaf_hashes,
     new_tiles,
     parse_bundle,
+    perfect_root,
+    split_hashes,
     tile_root,
 )
 from verifier.proofs import judge_note
@@ -90,6 +93,9 @@ DEFAULT_TIMEOUT = 30.0
 
 DEFAULT_CONNECTIONS = 4
 """Keep-alive connections that fetch bundles and tiles ahead of the checks."""
+
+FETCH_BATCH = 8
+"""Paths a worker thread fetches in a row (see :meth:`Fetcher.get_many`)."""
 
 _MAX_BUNDLE = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
 
@@ -202,21 +208,30 @@ class Fetcher:
 
     def get_many(self, paths: Iterable[tuple[str, int]]) -> Iterator[bytes]:
         """The bodies of ``(path, limit)`` GETs in order, fetched ahead by the worker threads
-        (at most twice ``connections`` in flight); the first failure is raised in order."""
+        (at most twice ``connections`` batches in flight); the first failure is raised in
+        order. Each worker task fetches a batch of :data:`FETCH_BATCH` paths in a row on its
+        connection: handing a task to a thread and its result back costs about as much CPU as
+        a request, so it is paid once per batch."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.connections, thread_name_prefix="tlog-follow")
-        window: deque[Future[bytes]] = deque()
+        window: deque[Future[list[bytes]]] = deque()
         items = iter(paths)
         try:
-            for path, limit in items:
-                window.append(self._pool.submit(self.get, path, limit))
+            while True:
+                batch = list(itertools.islice(items, FETCH_BATCH))
+                if not batch:
+                    break
+                window.append(self._pool.submit(self._get_batch, batch))
                 if len(window) >= 2 * self.connections:
-                    yield window.popleft().result()
+                    yield from window.popleft().result()
             while window:
-                yield window.popleft().result()
+                yield from window.popleft().result()
         finally:
             for f in window:
                 f.cancel()
+
+    def _get_batch(self, batch: list[tuple[str, int]]) -> list[bytes]:
+        return [self.get(path, limit) for path, limit in batch]
 
     def close(self) -> None:
         """Close every connection and stop the worker threads."""
@@ -306,45 +321,27 @@ def _fold(frontier: list[tuple[int, bytes]]) -> bytes:
     return root
 
 
-def _tile_root(hashes: list[bytes]) -> bytes:
-    """The root of a full tile's 256 hashes: the C fold when built (6x), else Python."""
-    fold = accel.fold_leaves
-    if fold is not None:
-        return fold([], hashes, 0)[-1]
-    row = hashes
-    sha = hashlib.sha256
-    while len(row) > 1:
-        it = iter(row)
-        row = [sha(b"\x01" + a + b).digest() for a, b in zip(it, it, strict=True)]
-    return row[0]
-
-
 _ENTRY = 2 + HASH_SIZE  # a bundle's 32-byte entry with its length prefix
 
 
-def _leaf_hashes(bundle: Bundle, data: bytes) -> list[bytes]:
-    """The leaf hashes of a bundle's entries (LocatedError for a malformed bundle). Bundles
-    of 32-byte entries (``00 20`` then the entry, 34 bytes each), as a store serves, are hashed
-    in place: the ``20`` of each prefix becomes the leaf's ``00``, and each leaf is hashed
-    from a view of the bundle, no copy per entry."""
+def _leaf_tile(bundle: Bundle, data: bytes) -> bytes:
+    """The leaf hashes of a bundle's entries, joined as its level-0 tile's bytes would be
+    (LocatedError for a malformed bundle). Bundles of 32-byte entries (``00 20`` then the
+    entry, 34 bytes each), as a store serves, are hashed in place, in C when built."""
     width = bundle.width
-    sha = hashlib.sha256
     if (
         len(data) == _ENTRY * width
         and data[0::_ENTRY] == bytes(width)
         and data[1::_ENTRY] == bytes([HASH_SIZE]) * width
     ):
-        buf = bytearray(data)
-        buf[1::_ENTRY] = bytes(width)
-        view = memoryview(buf)
-        return [sha(view[p : p + 1 + HASH_SIZE]).digest() for p in range(1, len(buf), _ENTRY)]
+        return leaf_hashes(data, 2, _ENTRY, HASH_SIZE, width)
     try:
         entries = parse_bundle(data, width)
     except MalformedError as e:
         raise LocatedError(
             "proof", f"{bundle.path()}: {e} (a truncated or padded bundle)"
         ) from None
-    return [sha(b"\x00" + e).digest() for e in entries]
+    return b"".join(merkle.leaf_hash(e) for e in entries)
 
 
 def _check_entries(
@@ -383,8 +380,8 @@ def _check_entries(
         tile = bundle.tile
         if tile not in reader.tiles:
             reader.add(tile, next(fetched))
-        leaves = _leaf_hashes(bundle, data)
-        if b"".join(leaves) != reader.read_tile(tile):
+        leaves = _leaf_tile(bundle, data)
+        if leaves != reader.read_tile(tile):
             raise LocatedError(
                 "proof",
                 f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
@@ -392,7 +389,7 @@ def _check_entries(
                 checkpoint_size=new.size,
             )
         if bundle.is_full:
-            roots[bundle.index] = _tile_root(leaves)
+            roots[bundle.index] = perfect_root(split_hashes(leaves))
         if progress is not None:
             progress(bundle.index * TILE_WIDTH + bundle.width - start, total)
     for level in range(1, MAX_LEVEL + 1):
@@ -402,7 +399,7 @@ def _check_entries(
         next_roots: dict[int, bytes] = {}
         for tile in above:
             data = reader.read_tile(tile)
-            hashes = [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
+            hashes = split_hashes(data)
             for i, h in enumerate(hashes):
                 child = roots.get(tile.index * TILE_WIDTH + i)
                 if child is not None and child != h:
@@ -414,7 +411,7 @@ def _check_entries(
                         checkpoint_size=new.size,
                     )
             if tile.is_full:
-                next_roots[tile.index] = _tile_root(hashes)
+                next_roots[tile.index] = perfect_root(hashes)
         roots = next_roots
     return total
 

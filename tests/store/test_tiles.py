@@ -137,6 +137,40 @@ def test_a_bundle_whose_head_is_not_the_leaf_is_never_built(tmp_path: Path) -> N
         factory.close()
 
 
+def test_a_full_bundle_is_checked_by_its_subtree_root_and_gives_its_level_0_tile(
+    tmp_path: Path,
+) -> None:
+    """A full bundle's heads are checked against the one stored root of their subtree; a
+    wrong head is still named by position, and a stored root that is not its leaves' root is
+    refused too. The leaf hashes given with the heads are the stored level-0 tile."""
+    factory = StoreFactory(Backend("sqlite", db=str(tmp_path / "s.db")), FakeClock())
+    try:
+        store = factory.open()
+        seal_runs(store, 0, 300)
+        reads = tile_reads(store)
+        heads, leaves = reads.sealed_heads_and_leaves(0, 256)
+        assert heads == heads_of(store)[:256]
+        assert b"".join(leaves) == reads.tile_hashes(0, 0, 256)
+        assert reads.sealed_heads_and_leaves(256, 44)[1] == [
+            merkle.leaf_hash(h) for h in heads_of(store)[256:]
+        ]
+        root = merkle.stored_hash_index(8, 0)
+        store._execute_for_test(  # type: ignore[attr-defined]
+            "UPDATE tree_hash SET hash = ? WHERE tenant = 'default' AND idx = ?",
+            (b"\x09" * 32, root),
+        )
+        with pytest.raises(CorruptError, match=r"stored root of positions 0\.\.255 is not"):
+            reads.sealed_heads(0, 256)
+        assert len(reads.sealed_heads(0, 255)) == 255  # a partial range reads the leaves
+        store._execute_for_test(  # type: ignore[attr-defined]
+            "UPDATE run_seal SET head = ? WHERE position = 200", (b"\x07" * 32,)
+        )
+        with pytest.raises(CorruptError, match="position 200 is not the log's leaf"):
+            reads.sealed_heads(0, 256)
+    finally:
+        factory.close()
+
+
 def test_tile_reads_on_every_backend(backend: Backend) -> None:
     factory = StoreFactory(backend, FakeClock())
     try:

@@ -32,6 +32,7 @@ from tests.servers import ServerThread, get
 from tests.store.helpers import FakeClock, StoreFactory
 from tests.store.test_tiles import TESSERA, seal_runs, tessera_log, tree_files
 from tlog.cli.files import read_key_file
+from tlog.tiles import format_bundle
 
 
 @pytest.fixture
@@ -194,6 +195,15 @@ def test_serve_bad_listen_and_missing_store(tmp_path: Path, db: str) -> None:
     one_error_line(result, 2, "tlog-store: serve: --listen 'nowhere' is not HOST:PORT")
     result = call_main(main, ["serve", "--db", str(tmp_path / "none.db")])
     one_error_line(result, 2, "tlog-store: serve: no store at")
+    for flag, value, message in (
+        ("--cache-mb", "-1", "--cache-mb"),
+        ("--cache-mb", "1048577", "--cache-mb must be at most 1048576"),
+        ("--readers", "0", "--readers must be at least 1"),
+        ("--readers", "65", "--readers must be at most 64"),
+        ("--readers", "04", "--readers"),
+    ):
+        result = call_main(main, ["serve", "--db", db, flag, value])
+        one_error_line(result, 2, f"tlog-store: serve: {message}")
 
 
 def test_serve_as_a_process(db: str, tmp_path: Path) -> None:
@@ -201,7 +211,20 @@ def test_serve_as_a_process(db: str, tmp_path: Path) -> None:
     stderr = tmp_path / "stderr"
     with stderr.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "store.cli", "serve", "--db", db, "--listen", "127.0.0.1:0"],
+            [
+                sys.executable,
+                "-m",
+                "store.cli",
+                "serve",
+                "--db",
+                db,
+                "--listen",
+                "127.0.0.1:0",
+                "--cache-mb",
+                "8",
+                "--readers",
+                "2",
+            ],
             stdout=subprocess.PIPE,
             stderr=err,
         )
@@ -238,6 +261,10 @@ class CountingLog(StoreLog):
         self.reads.append((-1, start))
         return super().entries(start, count)
 
+    def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        self.reads.append((-2, start))
+        return super().entries_and_leaves(start, count)
+
 
 def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not(
     db: str, tmp_path: Path, servers: ServerThread
@@ -255,17 +282,18 @@ def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not
     full, bundle = get(f"{url}/a/tile/0/000")[2], get(f"{url}/a/tile/entries/000")[2]
     partial = get(f"{url}/a/tile/0/002.p/88")
     assert (len(full), len(bundle), partial[0]) == (8192, 8704, 200)
-    assert reads == [(0, 0), (-1, 0), (0, 2)]
+    # The full tile and the full bundle of positions 0..255 came from one read of both.
+    assert reads == [(-2, 0), (0, 2)]
     # Served again: the same bytes and headers, without a store read.
     status, headers, again = get(f"{url}/a/tile/0/000")
     assert (status, again, headers["Cache-Control"]) == (200, full, IMMUTABLE_CACHE)
     assert get(f"{url}/a/tile/entries/000")[2] == bundle
     assert get(f"{url}/a/tile/0/000", "HEAD")[:2][0] == 200
-    assert len(reads) == 3
+    assert len(reads) == 2
     # A partial is read every time (never kept), with its short max-age.
     status, headers, body = get(f"{url}/a/tile/0/002.p/88")
     assert (status, body, headers["Cache-Control"]) == (200, partial[2], "public, max-age=5")
-    assert reads[-1] == (0, 2) and len(reads) == 4
+    assert reads[-1] == (0, 2) and len(reads) == 3
     assert len(server.cache) == 2 and ("a", "tile/0/002.p/88") not in server.cache._items
     # A cached tile is only served within the latest checkpoint: tenant b (3 runs) has none.
     assert get(f"{url}/b/tile/0/000")[0] == 404
@@ -294,6 +322,31 @@ def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not
     before = len(reads)
     assert get(f"{url}/a/tile/0/000")[2] == full
     assert len(reads) == before + 1
+
+
+def test_a_bundle_and_its_level_0_tile_asked_at_once_cost_one_read(
+    db: str, servers: ServerThread
+) -> None:
+    reads: list[tuple[int, int]] = []
+
+    class SlowPairs(CountingLog):
+        def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+            time.sleep(0.3)  # both requests arrive while the one read runs
+            return super().entries_and_leaves(start, count)
+
+    server = TileServer(lambda: ["a"], lambda t: SlowPairs(db, t, reads), cache_bytes=0)
+    url = servers.serve(make_app(server))
+    assert get(f"{url}/a/checkpoint")[0] == 200
+    paths = ["tile/0/001", "tile/entries/001", "tile/0/001", "tile/entries/001"]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda p: get(f"{url}/a/{p}"), paths))
+    assert [g[0] for g in got] == [200] * 4
+    assert reads == [(-2, 256)]
+    with open_store(db=db, tenant="a") as a:
+        assert got[0][2] == got[2][2] == StoreLog(a).tile_hashes(0, 1, 256)
+        assert got[1][2] == got[3][2] == format_bundle(StoreLog(a).entries(256, 256))
+    # Without a cache, the next request reads again (nothing is left behind in flight).
+    assert get(f"{url}/a/tile/0/001")[0] == 200 and len(reads) == 2
 
 
 def test_a_tenants_reads_run_in_parallel_on_at_most_readers_handles(

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tlog import accel, merkle
+from tlog import accel, merkle, tiles
 from tlog.encoding import b64encode, parse_hash
 from tlog.errors import MalformedError
 from tlog.export import MAX_LINE
@@ -331,3 +331,36 @@ def test_scan_runs_arguments() -> None:
     with pytest.raises(ValueError, match="scan_runs"):
         _speedups.scan_runs(b"abc", 2, 1, 0)
     assert _speedups.scan_runs(b"run a 1\n", 0, 8, 7) == (0, 7, [])
+
+
+# --- leaf_hashes ----------------------------------------------------------------------------
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=400), st.integers(0, 40), st.integers(1, 50), st.integers(0, 40))
+def test_leaf_hashes_is_the_python_loop(buf: bytes, offset: int, stride: int, length: int) -> None:
+    count = max(0, (len(buf) - offset - length) // stride + 1) if len(buf) >= offset + length else 0
+    want = b"".join(
+        leaf_hash(buf[offset + i * stride : offset + i * stride + length]) for i in range(count)
+    )
+    assert tiles.leaf_hashes(buf, offset, stride, length, count) == want
+    saved = accel.leaf_hashes
+    accel.leaf_hashes = None
+    try:
+        assert tiles.leaf_hashes(buf, offset, stride, length, count) == want
+    finally:
+        accel.leaf_hashes = saved
+    # One entry more than the buffer holds is refused, by both paths, never read past its end.
+    with pytest.raises(ValueError, match="not all in the buffer"):
+        tiles.leaf_hashes(buf, offset, stride, length, count + 1)
+    with pytest.raises(ValueError, match="not all in the buffer"):
+        _speedups.leaf_hashes(buf, offset, stride, length, count + 1)
+
+
+@needs_c
+def test_leaf_hashes_refuses_negative_arguments() -> None:
+    for args in ((-1, 1, 1, 1), (0, -1, 1, 1), (0, 1, -1, 1), (0, 1, 1, -1)):
+        with pytest.raises(ValueError, match="leaf_hashes"):
+            _speedups.leaf_hashes(b"abc", *args)
+    assert _speedups.leaf_hashes(b"", 0, 0, 0, 0) == b""

@@ -74,6 +74,9 @@ class Switchable:
     def entries(self, start: int, count: int) -> list[bytes]:
         return StoreLog(self.store).entries(start, count)
 
+    def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
+        return StoreLog(self.store).entries_and_leaves(start, count)
+
 
 def run(url: str, store: JournalStore, state: Path, *extra: str) -> tuple[int, dict[str, object]]:
     argv = ["follow", url, "--log-vkey", store.log_vkey, "--state", str(state), "--once"]

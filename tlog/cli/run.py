@@ -180,8 +180,9 @@ def utf8_arg(text: str, what: str, error: type[TlogError] = MalformedError) -> s
     return text
 
 
-def decimal_arg(text: str, what: str, minimum: int = 0) -> int:
-    """``text`` as a number of at least ``minimum``, else a MalformedError naming ``what``.
+def decimal_arg(text: str, what: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """``text`` as a number of at least ``minimum`` (and at most ``maximum``, when given), else
+    a MalformedError naming ``what``.
 
     ``text`` must pass :func:`utf8_arg`, then be a canonical decimal in the range of
     :func:`tlog.encoding.parse_decimal` (no sign, no leading zero, at most 2^63-1).
@@ -189,6 +190,8 @@ def decimal_arg(text: str, what: str, minimum: int = 0) -> int:
     n = parse_decimal(utf8_arg(text, what), what)
     if n < minimum:
         raise MalformedError(f"{what} must be at least {minimum}")
+    if maximum is not None and n > maximum:
+        raise MalformedError(f"{what} must be at most {maximum}")
     return n
 
 
