@@ -23,6 +23,11 @@ afterwards; when no server answers, the report says so and measures SQLite alone
     seconds of each other, which cancels most of the drift of a shared machine). Every result
     is checked after the clock stops: the positions handed out are dense and in order, each
     claim names the expected event and wait, and the inbox log's size is the number buffered.
+    On SQLite a second floor puts the batch-1 figure in proportion: the pages one buffer
+    commits are counted (WAL frames over 200 buffers, :func:`pages_per_buffer`), and a bare
+    ``sqlite3`` transaction writing as many pages (one row into each of as many tables,
+    :class:`PageFloor`) is timed in each pass beside the one-row floor: what the disk charges
+    for a commit of that size, with no store code around it.
 
 (b) Claim latency at :attr:`Config.sizes` *live* (buffered, unclaimed) events (full run: 10k,
     100k, 1M). One inbox per backend grows through the sizes; at each, the log is grown so that
@@ -223,6 +228,48 @@ class Floor:
         self.conn.close()
 
 
+class PageFloor:
+    """SQLite only: the durable-commit rate of a bare transaction that writes ``pages`` pages
+    (one row into each of as many tables, in a file of its own beside the store): what a
+    commit of a buffer's page count costs the disk, with no store code around it."""
+
+    def __init__(self, directory: Path, pages: int) -> None:
+        self.pages = max(1, pages)
+        self.conn = sqlite3.connect(str(directory / "pages.db"), isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        for i in range(self.pages):
+            self.conn.execute(f"CREATE TABLE t{i} (id INTEGER PRIMARY KEY, v BLOB)")
+
+    def rate(self, n: int) -> float:
+        conn = self.conn
+        statements = [f"INSERT INTO t{i} (v) VALUES (?)" for i in range(self.pages)]
+        gc.collect()
+        start = perf_counter()
+        for _ in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            for sql in statements:
+                conn.execute(sql, (Floor.ROW,))
+            conn.execute("COMMIT")
+        return n / (perf_counter() - start)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def pages_per_buffer(inbox: Inbox, db: str, n: int = 50) -> float:
+    """WAL frames (pages) one ``buffer`` commits, on average over ``n`` (SQLite): the WAL is
+    restarted first (a RESTART checkpoint: the next commit writes from its start, the file
+    keeps its size), and a PASSIVE checkpoint after reports how many frames it holds. ``n``
+    stays below the automatic checkpoint's 1,000 frames."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(RESTART)")
+        for i in range(n):
+            inbox.buffer(bench_event("pages", i))
+        _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return int(frames) / n
+
+
 # --- (a) throughput --------------------------------------------------------------------------
 
 
@@ -245,6 +292,8 @@ class Throughput:
     floor_label: str
     rates: dict[str, list[float]] = field(default_factory=dict)
     ratios: dict[str, list[float]] = field(default_factory=dict)
+    pages: float = 0.0
+    """SQLite: WAL pages one buffer commits (:func:`pages_per_buffer`)."""
 
     def add(self, op: str, rate: float, floor: float) -> None:
         self.rates.setdefault(op, []).append(rate)
@@ -266,6 +315,7 @@ def measure_throughput(target: Target, directory: Path, key: Any, c: Config) -> 
     inbox = inbox_of(store)
     result = Throughput(target.name, floor.label)
     positions: list[int] = []
+    pages: PageFloor | None = None
     try:
         for rep in range(c.runs):
             f = floor.rate(c.floor_commits)
@@ -288,6 +338,15 @@ def measure_throughput(target: Target, directory: Path, key: Any, c: Config) -> 
                 f"{target.name} pass {rep + 1}/{c.runs}: floor {f:,.0f}/s; "
                 + ", ".join(f"{op} {result.rates[op][-1]:,.0f}/s" for op, _ in OPS_A)
             )
+        if target.db is not None:
+            # After the passes, at the store's largest: its pages per buffer, and a bare commit
+            # of that many pages side by side with the one-row floor, pass by pass.
+            result.pages = pages_per_buffer(inbox, target.db)
+            positions.extend(range(len(positions), len(positions) + 50))
+            pages = PageFloor(directory, round(result.pages))
+            for _ in range(c.runs):
+                result.rates.setdefault("floor after", []).append(floor.rate(c.floor_commits))
+                result.rates.setdefault("pages", []).append(pages.rate(c.floor_commits))
         if positions != list(range(len(positions))):
             raise AssertionError(f"{target.name}: the positions handed out are not dense")
         cp = inbox.checkpoint()
@@ -298,6 +357,8 @@ def measure_throughput(target: Target, directory: Path, key: Any, c: Config) -> 
     finally:
         store.close()
         floor.close()
+        if pages is not None:
+            pages.close()
     return result
 
 
@@ -797,6 +858,32 @@ def _report_throughput(section: Section, c: Config, results: dict[str, Throughpu
                 "",
             )
         )
+        if "pages" in r.rates:
+            paged = median(r.rates["pages"])
+            per_floor = median(
+                [p / f for p, f in zip(r.rates["pages"], r.rates["floor after"], strict=True)]
+            )
+            per_pages = median(r.ratios["buffer1"]) / per_floor
+            section.rows.append(
+                (
+                    f"durable commit of {round(r.pages)} pages, {backend} (bare sqlite3, one row "
+                    f"in each of {round(r.pages)} tables)",
+                    fmt_rate(paged, "commits/s"),
+                    "durable-commit floor (beside it)",
+                    fmt_rate(median(r.rates["floor after"]), "commits/s"),
+                    f"{per_floor:.2f}x",
+                )
+            )
+            section.rows.append(
+                (
+                    f"buffer, batch 1, {backend} ({r.pages:.1f} pages a commit; each rate as "
+                    "a share of its own pass's floor)",
+                    f"{median(r.ratios['buffer1']):.0%} of floor",
+                    f"bare commit of {round(r.pages)} pages",
+                    f"{per_floor:.0%} of floor",
+                    f"{per_pages:.2f}x",
+                )
+            )
         for op, label in OPS_A:
             rate = median(r.rates[op])
             unit = "events/s" if op.startswith("buffer") else "claims/s"
