@@ -85,7 +85,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import (
     Append,
@@ -152,6 +152,9 @@ from tlog.journal import (
 )
 from tlog.keys import SignerKey, generate_key
 from tlog.note import MAX_NOTE_SIZE, check_key_name, parse_note
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = ["NotSealedError", "build_parser", "command", "main"]
 
@@ -723,6 +726,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         make_app,
         request_logger,
         serve,
+        serve_workers,
     )
 
     host, port = ui.parse_listen(args.listen)
@@ -735,30 +739,41 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     readers = (
         DEFAULT_READERS if args.readers is None else decimal_arg(args.readers, "--readers", 1, 64)
     )
+    workers = 1 if args.workers is None else decimal_arg(args.workers, "--workers", 1, 64)
     handles: list[JournalStore] = []
 
-    def open_source(tenant: str) -> StoreLog:
+    def open_handle(tenant: str) -> JournalStore:
         handle = open_store(db=db, postgres=pg, tenant=tenant)
         handles.append(handle)
-        return StoreLog(handle)
+        return handle
 
-    def announce(urls: list[str]) -> None:
-        write_stdout("".join(f"listening on {u}\n" for u in urls))
+    def tenants() -> list[str]:
+        # Any handle lists every tenant: the first one opened, or one for the listing.
+        return tile_reads(handles[0] if handles else open_handle("default")).tenants()
 
-    with _open(args) as store:
+    def app() -> web.Application:
         server = TileServer(
-            tile_reads(store).tenants,
-            open_source,
+            tenants,
+            lambda tenant: StoreLog(open_handle(tenant)),
             cache_bytes=cache,
             readers=readers,
             reads_in_loop=pg is None,
             logger=request_logger(),
         )
-        try:
-            serve(make_app(server), host=host, port=port, announce=announce)
-        finally:
-            for h in handles:
-                h.close()
+        return make_app(server)
+
+    def announce(urls: list[str]) -> None:
+        write_stdout("".join(f"listening on {u}\n" for u in urls))
+
+    with _open(args):
+        pass  # the store is there, and is ours: checked before listening
+    if workers > 1:  # each worker opens its own handles (none is open here: a fork copies none)
+        return serve_workers(app, host=host, port=port, workers=workers, announce=announce)
+    try:
+        serve(app(), host=host, port=port, announce=announce)
+    finally:
+        for h in handles:
+            h.close()
     return EXIT_OK
 
 

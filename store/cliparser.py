@@ -440,6 +440,12 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         help="megabytes of full tiles and bundles kept in memory (default 64; 0: none)",
     )
     p.add_argument(
+        "--workers",
+        metavar="N",
+        help="server processes sharing the address, each with its own connections and cache "
+        "(default 1; one per core uses them all)",
+    )
+    p.add_argument(
         "--readers",
         metavar="N",
         help="PostgreSQL: store connections per tenant, how many of its reads run at once "

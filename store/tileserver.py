@@ -53,9 +53,12 @@ INFO on :data:`LOGGER_NAME`, formatted only when that level is enabled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import signal
+import socket
 import sys
 import time
 from collections import OrderedDict
@@ -87,6 +90,7 @@ __all__ = [
     "make_app",
     "request_logger",
     "serve",
+    "serve_workers",
 ]
 
 LOGGER_NAME = "store.tileserver"
@@ -372,30 +376,35 @@ def make_app(server: TileServer) -> web.Application:
     return app
 
 
+def _urls(addresses: list[tuple[str, int]]) -> list[str]:
+    return [f"http://[{h}]:{p}" if ":" in h else f"http://{h}:{p}" for h, p in addresses]
+
+
 async def _serve(
     app: web.Application,
-    host: str,
-    port: int,
-    announce: Callable[[list[str]], None],
+    where: tuple[str, int] | socket.socket,
+    announce: Callable[[list[str]], None] | None,
     shutdown_timeout: float,
 ) -> None:
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site: web.BaseSite
+        if isinstance(where, socket.socket):
+            site = web.SockSite(runner, where)
+        else:
+            site = web.TCPSite(runner, *where)
         try:
             await site.start()
         except OSError as e:
+            host, port = where if isinstance(where, tuple) else where.getsockname()[:2]
             raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        urls = []
-        for address in runner.addresses:
-            h, p = address[0], address[1]
-            urls.append(f"http://[{h}]:{p}" if ":" in h else f"http://{h}:{p}")
-        announce(urls)
+        if announce is not None:
+            announce(_urls([(a[0], a[1]) for a in runner.addresses]))
         await stop.wait()
     finally:
         await runner.cleanup()
@@ -411,4 +420,71 @@ def serve(
 ) -> None:
     """Serve ``app`` on ``host:port`` until SIGTERM or SIGINT; ``announce(urls)`` is called
     once it accepts connections. UsageError when it cannot listen."""
-    asyncio.run(_serve(app, host, port, announce, shutdown_timeout))
+    asyncio.run(_serve(app, (host, port), announce, shutdown_timeout))
+
+
+def serve_workers(
+    make_app: Callable[[], web.Application],
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    announce: Callable[[list[str]], None],
+    shutdown_timeout: float = 5.0,
+) -> int:
+    """Serve with ``workers`` processes (pre-fork) sharing one listening socket: each worker
+    makes its own application with ``make_app`` (its own store handles, cache and loop), so
+    that the server uses as many cores. Until SIGTERM or SIGINT, forwarded to the workers;
+    when a worker exits, the others are stopped too. The exit status: 1 when a worker failed
+    (an exit status other than 0: an error, or killed), else 0. UsageError when it cannot listen.
+
+    Requires: no thread and no open store handle in this process (a fork copies neither
+    safely): ``make_app`` opens what a worker needs, in the worker."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.setblocking(False)
+    bound = sock.getsockname()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker: serve on the shared socket, and never return to the caller
+            status = 0
+            try:
+                asyncio.run(_serve(make_app(), sock, None, shutdown_timeout))
+            except BaseException as e:  # a worker reports and exits, whatever it was
+                line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
+                status = 1
+            finally:
+                os._exit(status)
+        pids.append(pid)
+    sock.close()
+    stopping = False
+
+    def stop(_signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        announce(_urls([(str(bound[0]), int(bound[1]))]))
+        failed = False
+        live = set(pids)
+        while live:
+            pid, status = os.wait()
+            live.discard(pid)
+            failed = failed or os.waitstatus_to_exitcode(status) != 0
+            if not stopping:  # one worker is gone: the server stops as a whole
+                stop(signal.SIGTERM, None)
+        return 1 if failed else 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

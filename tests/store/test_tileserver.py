@@ -10,6 +10,7 @@ store of several tenants and for Tessera's log (testdata/tessera).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -377,3 +378,64 @@ def test_a_tenants_reads_run_in_parallel_on_at_most_readers_handles(
         got = list(pool.map(lambda i: get(f"{url}/a/tile/0/000.p/{i + 1}")[0], range(6)))
     assert got == [200] * 6
     assert (opened, running[1]) == (["a", "a"], 2)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:  # the parent pid, after the state
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _serve_workers(db: str, stderr: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "store.cli", "serve", "--db", db, "--listen", "127.0.0.1:0",
+             "--workers", str(workers)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )  # fmt: skip
+    printed, _ = read_until_listening(proc, stderr, 30)
+    return proc, printed[-1].removeprefix("listening on ")
+
+
+def test_serve_with_workers_shares_one_address_and_stops_as_one(db: str, tmp_path: Path) -> None:
+    # Three processes accept on one address: every connection is answered, by one of them;
+    # SIGTERM to the command stops them all, with 0.
+    proc, url = _serve_workers(db, tmp_path / "stderr", 3)
+    try:
+        workers = _children(proc.pid)
+        assert len(workers) == 3
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(lambda _: get(f"{url}/a/tile/0/000"), range(30)))
+        assert {g[0] for g in got} == {200} and len({g[2] for g in got}) == 1
+        assert get(f"{url}/b/checkpoint")[2].startswith(b"example.com/journal/b\n3\n")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert proc.stdout is not None
+        proc.stdout.close()
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)  # reaped by the command
+    lines = [json.loads(x) for x in (tmp_path / "stderr").read_text().splitlines()]
+    assert len(lines) == 31 and {x["status"] for x in lines} == {200}
+
+
+def test_a_worker_killed_stops_the_server_with_1(db: str, tmp_path: Path) -> None:
+    proc, url = _serve_workers(db, tmp_path / "stderr", 2)
+    try:
+        workers = sorted(_children(proc.pid))
+        assert len(workers) == 2 and get(f"{url}/a/checkpoint")[0] == 200
+        os.kill(workers[0], signal.SIGKILL)
+        assert proc.wait(30) == 1  # the other worker was stopped: nothing is left serving
+        assert not any(Path(f"/proc/{w}").exists() for w in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
