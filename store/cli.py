@@ -85,7 +85,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from store import (
     Append,
@@ -120,6 +120,7 @@ from store import (
 from store import cliparser as ui
 from store.batch import check_field
 from store.cli_inbox import INBOX_PUBLISH, event_verb
+from store.cli_tiles import tiles_verbs
 from store.cliparser import verb
 from store.deliver import (
     DEFAULT_BATCH,
@@ -128,8 +129,6 @@ from store.deliver import (
     outbox_of,
     record_object,
 )
-from store.tilefiles import publish_tiles
-from store.tiles import StoreLog, tile_reads
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -152,9 +151,6 @@ from tlog.journal import (
 )
 from tlog.keys import SignerKey, generate_key
 from tlog.note import MAX_NOTE_SIZE, check_key_name, parse_note
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 __all__ = ["NotSealedError", "build_parser", "command", "main"]
 
@@ -715,97 +711,6 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# --- the log in public: tlog-tiles ----------------------------------------------------------------
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from store.tileserver import (  # noqa: PLC0415 - aiohttp
-        DEFAULT_CACHE_BYTES,
-        DEFAULT_READERS,
-        TileServer,
-        make_app,
-        request_logger,
-        serve,
-        serve_workers,
-    )
-
-    host, port = ui.parse_listen(args.listen)
-    db, pg = ui.store_location(args)
-    cache = (
-        DEFAULT_CACHE_BYTES
-        if args.cache_mb is None
-        else decimal_arg(args.cache_mb, "--cache-mb", 0, 1 << 20) << 20
-    )
-    readers = (
-        DEFAULT_READERS if args.readers is None else decimal_arg(args.readers, "--readers", 1, 64)
-    )
-    workers = 1 if args.workers is None else decimal_arg(args.workers, "--workers", 1, 64)
-    handles: list[JournalStore] = []
-
-    def open_handle(tenant: str) -> JournalStore:
-        handle = open_store(db=db, postgres=pg, tenant=tenant)
-        handles.append(handle)
-        return handle
-
-    def tenants() -> list[str]:
-        # Any handle lists every tenant: the first one opened, or one for the listing.
-        return tile_reads(handles[0] if handles else open_handle("default")).tenants()
-
-    def app() -> web.Application:
-        server = TileServer(
-            tenants,
-            lambda tenant: StoreLog(open_handle(tenant)),
-            cache_bytes=cache,
-            readers=readers,
-            reads_in_loop=pg is None,
-            logger=request_logger(),
-        )
-        return make_app(server)
-
-    def announce(urls: list[str]) -> None:
-        write_stdout("".join(f"listening on {u}\n" for u in urls))
-
-    with _open(args):
-        pass  # the store is there, and is ours: checked before listening
-    if workers > 1:  # each worker opens its own handles (none is open here: a fork copies none)
-        return serve_workers(app, host=host, port=port, workers=workers, announce=announce)
-    try:
-        serve(app(), host=host, port=port, announce=announce)
-    finally:
-        for h in handles:
-            h.close()
-    return EXIT_OK
-
-
-def _cmd_tiles(args: argparse.Namespace) -> int:
-    out = utf8_arg(args.out, "--out")
-    db, pg = ui.store_location(args)
-    results = []
-    with _open(args) as store:
-        tenants = tile_reads(store).tenants()
-    for tenant in tenants:
-        with open_store(db=db, postgres=pg, tenant=tenant) as handle:
-            done = publish_tiles(StoreLog(handle), os.path.join(out, tenant))
-        results.append((tenant, done))
-        if not args.json:
-            write_stdout(f"{tenant} {done.old_size} -> {done.size}: {done.written} files\n")
-    if args.json:
-        _write_json(
-            {
-                "tenants": [
-                    {
-                        "tenant": t,
-                        "old_size": d.old_size,
-                        "size": d.size,
-                        "written": d.written,
-                    }
-                    for t, d in results
-                ]
-            }
-        )
-    return EXIT_OK
-
-
 def command() -> Command:
     """The ``tlog-store`` command, each verb declared once with :func:`store.cliparser.verb`.
 
@@ -911,21 +816,7 @@ def command() -> Command:
                 ui.deliver_args,
                 ui.PLAIN,
             ),
-            verb(
-                "serve",
-                "serve every tenant's log as tlog-tiles (HTTP)",
-                ui.SERVE,
-                _cmd_serve,
-                ui.serve_args,
-                ui.PLAIN,
-            ),
-            verb(
-                "tiles",
-                "write every tenant's log as tlog-tiles files",
-                ui.TILES,
-                _cmd_tiles,
-                ui.tiles_args,
-            ),
+            *tiles_verbs(),
             event_verb(
                 verb(
                     "publish",

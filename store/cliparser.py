@@ -424,39 +424,6 @@ def deliver_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll", metavar="S", help="seconds between looks when idle (default 1)")
 
 
-DEFAULT_LISTEN = "127.0.0.1:8080"
-
-
-def serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks one)",
-    )
-    p.add_argument(
-        "--cache-mb",
-        metavar="N",
-        help="megabytes of full tiles and bundles kept in memory (default 64; 0: none)",
-    )
-    p.add_argument(
-        "--workers",
-        metavar="N",
-        help="server processes sharing the address, each with its own connections and cache "
-        "(default 1; one per core uses them all)",
-    )
-    p.add_argument(
-        "--readers",
-        metavar="N",
-        help="PostgreSQL: store connections per tenant, how many of its reads run at once "
-        "(default 4); SQLite reads run on the server's event loop, one connection per tenant",
-    )
-
-
-def tiles_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="DIR", help="directory of the tile tree")
-
-
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6: ``[HOST]:PORT``) as (host, port); port canonical decimal 0..65535."""
     utf8_arg(text, "--listen")
@@ -849,40 +816,4 @@ receiver at once. On SQLite one is enough (its writes are serialised).
 examples:
   tlog-store deliver --once
   tlog-store deliver --postgres postgresql://app@db/journal --key log.key --batch 20
-"""
-
-SERVE = """\
-Serves every tenant's log read-only over HTTP as C2SP tlog-tiles (docs/tiles.md), until
-SIGTERM or SIGINT:
-  GET /<tenant>/checkpoint                 the latest kept checkpoint and its cosignatures
-  GET /<tenant>/tile/<L>/<N>[.p/<W>]       a hash tile (256 hashes when full)
-  GET /<tenant>/tile/entries/<N>[.p/<W>]   an entry bundle: the sealed heads, uint16_be(32) ||
-                                           head each
-Only what the latest kept checkpoint covers is served (404 beyond it; 400 for a tile path
-that is not canonical); keep checkpoints with 'tlog-store checkpoint' or 'publish'. Full tiles
-are sent with Cache-Control: public, max-age=31536000, immutable; the checkpoint and partial
-tiles with max-age=5. A new checkpoint is served within a second. The full tiles and bundles
-served last are kept in memory (--cache-mb). Prints 'listening on URL' once it accepts
-connections, and one JSON line per request on standard error. Every tenant of the store is
-served (--tenant is not read). Needs the 'store' extra (aiohttp).
-
-examples:
-  tlog-store serve --db journal.db --listen 127.0.0.1:8080
-  curl http://127.0.0.1:8080/default/checkpoint
-"""
-
-TILES = """\
-Writes every tenant's log as tlog-tiles files under DIR/<tenant>/ -- the same paths and bytes
-'tlog-store serve' answers -- for a static web server (docs/tiles.md has an nginx sample).
-Later runs extend the tree from the checkpoint DIR holds: the tiles and bundles of every
-checkpoint kept since, then the latest checkpoint. Each file is written to a temporary file,
-fsynced and renamed, and the checkpoint last, once every tile it needs is durable: a crash
-leaves the previous tree, which the next run completes. A file already there with other bytes,
-or a DIR checkpoint of another origin, a larger size or another root for its size, stops the
-run with status 1 and writes nothing over it. Prints 'TENANT OLD_SIZE -> SIZE: N files' per
-tenant; --json prints {"tenants": [{tenant, old_size, size, written}]}. Every tenant of the
-store is published (--tenant is not read).
-
-examples:
-  tlog-store tiles --db journal.db --out /srv/www/journal
 """

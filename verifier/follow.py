@@ -94,7 +94,7 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECTIONS = 4
 """Keep-alive connections that fetch bundles and tiles ahead of the checks."""
 
-FETCH_BATCH = 8
+FETCH_BATCH = 16
 """Paths a worker thread fetches in a row (see :meth:`Fetcher.get_many`)."""
 
 _MAX_BUNDLE = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
