@@ -1,0 +1,238 @@
+"""The inbox's reads: the handle's state, the stored rows, listings, counts and receipts
+(:class:`InboxReads`, the base of :class:`store.inbox.core.Inbox`, which adds the writes).
+
+Every read is one read transaction on the journal store's session; an inbox whose tables do
+not exist yet (a store that never used its inbox) reads as empty, without creating them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from store.db import Tx, check_int
+from store.errors import CorruptError
+from store.inbox import schema
+from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS
+from store.inbox.values import InboxCounts, StoredEvent, Wait, stored_event, stored_waits
+from tlog import merkle
+from tlog.checkpoint import Checkpoint
+from tlog.errors import UsageError
+from tlog.inbox import MAX_KEYS
+from tlog.note import parse_note
+from tlog.proof import TlogProof
+
+if TYPE_CHECKING:
+    from store.sql import SQLStore
+
+T = TypeVar("T")
+
+MAX_LIMIT = 10_000
+"""Largest page of a listing."""
+
+
+def _limit(limit: int) -> int:
+    return check_int(limit, "limit", 1, MAX_LIMIT)
+
+
+class InboxReads:
+    """The reads of the inbound-event inbox of one tenant of a SQL journal store.
+
+    Requires: the handle it came from stays open. Methods that sign (``receipt`` without a
+    kept covering checkpoint, ``sign_checkpoint``) need the log key on that handle.
+    """
+
+    def __init__(self, store: SQLStore) -> None:
+        self._store = store
+        self._tenant = store.tenant
+        self._log = store._log_named(schema.LOG_SUFFIX)
+        self._ready = False
+
+    # --- the handle ----------------------------------------------------------------------------
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def origin(self) -> str:
+        """The inbox log's origin: ``<base origin>/<tenant>/inbox``."""
+        return self._log.origin
+
+    @property
+    def log(self) -> SQLStore:
+        """The inbox log as a store handle: its ``checkpoint``, ``sign_checkpoint``,
+        ``published``, ``add_cosignatures``, ``consistency_proof`` and ``log_vkey`` are the
+        inbox log's (the rest of the handle's methods are not for use)."""
+        return self._log
+
+    def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
+        if not self._ready:
+            present = self._store._read(schema.exists)
+            if not present:
+                return empty
+            self._ready = True
+        return self._store._read(fn)
+
+    def _ensure(self) -> None:
+        def work(tx: Tx) -> None:
+            if schema.exists(tx):
+                schema.check_version(tx)
+            else:
+                schema.create(tx)
+
+        self._store._write(work)
+        self._ready = True
+
+    # --- reading rows --------------------------------------------------------------------------
+
+    def _event(self, tx: Tx, source: str, id_: str, lock: bool = False) -> StoredEvent | None:
+        suffix = tx.dialect.lock_suffix if lock else ""
+        row = tx.one(
+            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608 - fixed columns
+            f" WHERE tenant = ? AND source = ? AND id = ?{suffix}",
+            (self._tenant, source, id_),
+        )
+        return None if row is None else stored_event(row)
+
+    def _wait_rows(self, tx: Tx, run: str, effect_key: str) -> list[Wait]:
+        rows = tx.all(
+            f"SELECT {WAIT_COLUMNS} FROM inbox_wait"  # noqa: S608
+            " WHERE tenant = ? AND run = ? AND effect_key = ? ORDER BY namespace, value",
+            (self._tenant, run, effect_key),
+        )
+        return stored_waits(rows)
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def get(self, source: str, id: str) -> StoredEvent | None:
+        """The stored event (source, id), or None."""
+        return self._read(lambda tx: self._event(tx, source, id), None)
+
+    def dead_letters(self, limit: int, before: int | None = None) -> list[StoredEvent]:
+        """Dead letters, newest (highest position) first, at most ``limit``, those below
+        position ``before`` when given (the paging cursor: the last one's position)."""
+        _limit(limit)
+        cond, params = (
+            ("", ()) if before is None else (" AND position < ?", (check_int(before, "before", 0),))
+        )
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND dead{cond}"  # noqa: S608
+                " ORDER BY position DESC LIMIT ?",
+                (self._tenant, *params, limit),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def waiting(self, limit: int, after: int | None = None) -> list[Wait]:
+        """Registered waits in registration order, at most ``limit``, those after wait number
+        ``after`` when given (the paging cursor: the last one's ``number``)."""
+        _limit(limit)
+        cond, params = (
+            ("", ()) if after is None else (" AND number > ?", (check_int(after, "after", 0),))
+        )
+
+        def work(tx: Tx) -> list[Wait]:
+            rows = tx.all(
+                f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ?{cond}"  # noqa: S608
+                " ORDER BY number, run, effect_key, namespace, value LIMIT ?",
+                (self._tenant, *params, limit * MAX_KEYS),
+            )
+            return stored_waits(rows)[:limit]
+
+        return self._read(work, [])
+
+    def held(self, run: str) -> list[StoredEvent]:
+        """The events ``run`` holds claimed (claimed, not yet unsubscribed), oldest first."""
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND claimed_by = ?"  # noqa: S608
+                " AND held ORDER BY position",
+                (self._tenant, run),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def events(self, after: int = -1, limit: int = 1000) -> list[StoredEvent]:
+        """Events in log (arrival) order, from position ``after`` + 1, at most ``limit``."""
+        _limit(limit)
+
+        def work(tx: Tx) -> list[StoredEvent]:
+            rows = tx.all(
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND position > ?"  # noqa: S608
+                " ORDER BY position LIMIT ?",
+                (self._tenant, after, limit),
+            )
+            return [stored_event(r) for r in rows]
+
+        return self._read(work, [])
+
+    def counts(self) -> InboxCounts:
+        """The inbox's accounting (a count over the tenant's events: for operators, not for a
+        request path)."""
+
+        def work(tx: Tx) -> InboxCounts:
+            t = self._tenant
+            row = tx.one(
+                "SELECT COUNT(*), SUM(CASE WHEN claimed_by IS NULL AND NOT dead THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN claimed_by IS NOT NULL THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN dead THEN 1 ELSE 0 END),"
+                " SUM(CASE WHEN payload IS NULL THEN 1 ELSE 0 END)"
+                " FROM inbox_event WHERE tenant = ?",
+                (t,),
+            )
+            assert row is not None
+            waits = tx.one("SELECT COUNT(DISTINCT number) FROM inbox_wait WHERE tenant = ?", (t,))
+            size = self._log._log_size(tx)
+            vals = [int(v or 0) for v in row]
+            if vals[0] != size:
+                raise CorruptError(f"the inbox log holds {size} events, the table {vals[0]}")
+            return InboxCounts(
+                size, vals[1], vals[2], vals[3], vals[4], int(waits[0] if waits else 0)
+            )
+
+        return self._read(work, InboxCounts(0, 0, 0, 0, 0, 0))
+
+    # --- the inbox log and receipts -----------------------------------------------------------
+
+    def checkpoint(self) -> Checkpoint:
+        """The inbox log's current (unsigned) checkpoint."""
+        return self._log.checkpoint()
+
+    def sign_checkpoint(self) -> bytes:
+        """Sign and keep the inbox log's current checkpoint (the log key is needed)."""
+        return self._log.sign_checkpoint()
+
+    def receipt(
+        self, source: str, id: str, *, sign: Callable[[], bytes] | None = None
+    ) -> TlogProof:
+        """The receipt of event (source, id): a tlog-proof@v1 whose extra data is the event's
+        entry, under the newest kept inbox checkpoint covering it, else one signed now
+        (``sign``, default :meth:`sign_checkpoint`). Checked before it is given. UsageError
+        for an unknown event."""
+        ev = self.get(source, id)
+        if ev is None:
+            raise UsageError(f"no event {source}/{id} is buffered")
+        kept = self._log.published()
+        note = None
+        if kept:
+            text, _ = parse_note(kept[-1])
+            if Checkpoint.parse(text).size > ev.position:
+                note = kept[-1]
+        if note is None:
+            note = (sign or self.sign_checkpoint)()
+        cp = Checkpoint.parse(parse_note(note)[0])
+        hashes = self._store._read(
+            lambda tx: merkle.inclusion_proof(ev.position, cp.size, self._log._reader(tx))
+        )
+        raw = ev.entry.encode()
+        merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
+        return TlogProof(ev.position, tuple(hashes), note, raw)
+
+
+__all__ = ["MAX_LIMIT", "InboxReads"]
