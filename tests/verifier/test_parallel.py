@@ -28,6 +28,7 @@ import hashlib
 import io
 import os
 import threading
+import time
 import tracemalloc
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -856,6 +857,9 @@ def test_the_calling_process_is_one_of_the_jobs(
         # A forked worker appends to its own copy; a worker thread is not the main thread.
         if os.getpid() == parent and threading.get_ident() == main:
             here.append(start)
+        # Each chunk takes a moment, so that on a loaded machine neither side can take every
+        # chunk before the other is scheduled (which made this test fail there).
+        time.sleep(0.003)
         return real(ctx, start, end, line, last)
 
     parent, main = os.getpid(), threading.get_ident()
