@@ -19,7 +19,7 @@ from store.tiles import StoreLog, tile_reads
 from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_stdout
 
 if TYPE_CHECKING:
-    from aiohttp import web
+    from store.tileserver import TileServer  # aiohttp: imported only when serve runs
 
 __all__ = ["tiles_verbs"]
 
@@ -92,8 +92,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         # Any handle lists every tenant: the first one opened, or one for the listing.
         return tile_reads(handles[0] if handles else open_handle("default")).tenants()
 
-    def app() -> web.Application:
-        server = TileServer(
+    def tile_server() -> TileServer:
+        return TileServer(
             tenants,
             lambda tenant: StoreLog(open_handle(tenant)),
             cache_bytes=cache,
@@ -101,7 +101,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             reads_in_loop=pg is None,
             logger=request_logger(),
         )
-        return make_app(server)
 
     def announce(urls: list[str]) -> None:
         write_stdout("".join(f"listening on {u}\n" for u in urls))
@@ -109,9 +108,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     with ui.open_store_of(args):
         pass  # the store is there, and is ours: checked before listening
     if workers > 1:  # each worker opens its own handles (none is open here: a fork copies none)
-        return serve_workers(app, host=host, port=port, workers=workers, announce=announce)
+        return serve_workers(tile_server, host=host, port=port, workers=workers, announce=announce)
     try:
-        serve(app(), host=host, port=port, announce=announce)
+        serve(make_app(tile_server()), host=host, port=port, announce=announce)
     finally:
         for h in handles:
             h.close()

@@ -424,7 +424,7 @@ def serve(
 
 
 def serve_workers(
-    make_app: Callable[[], web.Application],
+    make_server: Callable[[], TileServer],
     *,
     host: str,
     port: int,
@@ -433,13 +433,13 @@ def serve_workers(
     shutdown_timeout: float = 5.0,
 ) -> int:
     """Serve with ``workers`` processes (pre-fork) sharing one listening socket: each worker
-    makes its own application with ``make_app`` (its own store handles, cache and loop), so
+    makes its own server with ``make_server`` (its own store handles, cache and loop), so
     that the server uses as many cores. Until SIGTERM or SIGINT, forwarded to the workers;
     when a worker exits, the others are stopped too. The exit status: 1 when a worker failed
     (an exit status other than 0: an error, or killed), else 0. UsageError when it cannot listen.
 
     Requires: no thread and no open store handle in this process (a fork copies neither
-    safely): ``make_app`` opens what a worker needs, in the worker."""
+    safely): ``make_server`` opens what a worker needs, in the worker."""
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host, port), family=family, backlog=1024)
@@ -455,7 +455,7 @@ def serve_workers(
         if pid == 0:  # the worker: serve on the shared socket, and never return to the caller
             status = 0
             try:
-                asyncio.run(_serve(make_app(), sock, None, shutdown_timeout))
+                asyncio.run(_serve(make_app(make_server()), sock, None, shutdown_timeout))
             except BaseException as e:  # a worker reports and exits, whatever it was
                 line = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
