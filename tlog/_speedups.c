@@ -824,10 +824,12 @@ static PyObject *py_leaf_hashes(PyObject *self, PyObject *args) {
     static const unsigned char zero = 0;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnnn", &buf, &offset, &stride, &length, &count)) return NULL;
-    if (offset < 0 || stride < 0 || length < 0 || count < 0 ||
-        (count > 0 && (count - 1 > (PY_SSIZE_T_MAX - offset - length) / (stride ? stride : 1) ||
-                       offset + (count - 1) * stride + length > buf.len)) ||
-        count > PY_SSIZE_T_MAX / 32) {
+    /* Each bound is checked by a subtraction that cannot overflow (0 <= offset <= buf.len
+       first), so that no argument, however large, reads outside the buffer. */
+    if (offset < 0 || stride < 0 || length < 0 || count < 0 || count > PY_SSIZE_T_MAX / 32 ||
+        (count > 0 &&
+         (offset > buf.len || length > buf.len - offset ||
+          (stride > 0 && count - 1 > (buf.len - offset - length) / stride)))) {
         PyBuffer_Release(&buf);
         PyErr_SetString(PyExc_ValueError, "leaf_hashes: the entries are not all in the buffer");
         return NULL;

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -165,8 +166,12 @@ def leaf_hashes(buf: bytes, offset: int, stride: int, length: int, count: int) -
     tile of those entries (a bundle of 32-byte entries has them at offset 2, stride 34). The C
     accelerator when built (the GIL released), else hashlib. Requires: the entries are all in
     ``buf`` (ValueError otherwise)."""
-    if count and (
-        min(offset, stride, length) < 0 or offset + (count - 1) * stride + length > len(buf)
+    # The C function's verdicts, so that a build without it answers alike: a negative
+    # argument is refused even when there is nothing to hash.
+    if (
+        min(offset, stride, length, count) < 0
+        or count > sys.maxsize // HASH_SIZE
+        or (count and offset + (count - 1) * stride + length > len(buf))
     ):
         raise ValueError("leaf_hashes: the entries are not all in the buffer")
     fast = _accel.leaf_hashes
@@ -175,8 +180,8 @@ def leaf_hashes(buf: bytes, offset: int, stride: int, length: int, count: int) -
     view = memoryview(buf)
     sha = hashlib.sha256
     return b"".join(
-        sha(b"\x00" + view[p : p + length]).digest()
-        for p in range(offset, offset + count * stride, stride)
+        sha(b"\x00" + view[offset + i * stride : offset + i * stride + length]).digest()
+        for i in range(count)
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +366,83 @@ def test_leaf_hashes_refuses_negative_arguments() -> None:
         with pytest.raises(ValueError, match="leaf_hashes"):
             _speedups.leaf_hashes(b"abc", *args)
     assert _speedups.leaf_hashes(b"", 0, 0, 0, 0) == b""
+
+
+_BIG = (1 << 63) - 1
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1, 2, _BIG, 1),  # offset + length overflows
+        (_BIG, 1, 1, 1),  # offset far past the end
+        (0, _BIG, 1, 2),  # the second entry's offset overflows
+        (1, _BIG, 2, 3),
+        (0, 1, 1, _BIG),  # count * 32 overflows
+        (3, 0, 1, 1),  # an entry that starts at the end
+    ],
+)
+def test_leaf_hashes_refuses_overflowing_arguments(args: tuple[int, int, int, int]) -> None:
+    # The first case crashed the interpreter (a bounds check that overflowed); each runs in a
+    # child process so that a crash fails this test rather than the whole run.
+    code = (
+        "from tlog import _speedups\n"
+        "try:\n"
+        f"    _speedups.leaf_hashes(b'abc', *{args!r})\n"
+        "except (ValueError, MemoryError, OverflowError) as e:\n"
+        "    print(type(e).__name__)\n"
+        "else:\n"
+        "    print('accepted')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ValueError", done.stdout
+    # The wrapper refuses them too, by the same rule, with the C function or without it.
+    for fast in (accel.leaf_hashes, None):
+        saved = accel.leaf_hashes
+        accel.leaf_hashes = fast
+        try:
+            with pytest.raises(ValueError, match="not all in the buffer"):
+                tiles.leaf_hashes(b"abc", *args)
+        finally:
+            accel.leaf_hashes = saved
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "args",
+    [
+        (0, 0, 1, 3),
+        (1, 0, 2, 2),
+        (0, 0, 0, 0),
+        (2, 0, 1, 1),
+        (-1, 1, 1, 0),
+        (0, -1, 1, 0),
+        (0, 1, -1, 0),
+        (0, 1, 1, -1),
+        (4, 1, 0, 0),
+        (3, 0, 0, 2),
+    ],
+)
+def test_leaf_hashes_python_and_c_agree(args: tuple[int, int, int, int]) -> None:
+    """Stride 0 (one entry hashed ``count`` times), negative arguments with nothing to hash:
+    the Python fallback gives the C function's verdict."""
+
+    def run(fast: Any) -> bytes | str:
+        saved = accel.leaf_hashes
+        accel.leaf_hashes = fast
+        try:
+            return tiles.leaf_hashes(b"abc", *args)
+        except ValueError as e:
+            return str(e)
+        finally:
+            accel.leaf_hashes = saved
+
+    try:
+        direct: bytes | str = _speedups.leaf_hashes(b"abc", *args)
+    except ValueError as e:
+        direct = str(e)
+    assert run(None) == run(accel.leaf_hashes) == direct
