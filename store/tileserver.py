@@ -385,7 +385,10 @@ async def _serve(
     where: tuple[str, int] | socket.socket,
     announce: Callable[[list[str]], None] | None,
     shutdown_timeout: float,
+    parent_gone: int | None = None,
 ) -> None:
+    """Serve until SIGTERM or SIGINT, or until ``parent_gone`` (the read end of a pipe whose
+    write end only the parent holds) reads end-of-file: the parent died, even by SIGKILL."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     try:
@@ -398,11 +401,15 @@ async def _serve(
             await site.start()
         except OSError as e:
             host, port = where if isinstance(where, tuple) else where.getsockname()[:2]
-            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+            raise UsageError(
+                f"cannot listen on {_hostport(host, port)}: {e.strerror or e}"
+            ) from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if parent_gone is not None:
+            loop.add_reader(parent_gone, stop.set)
         if announce is not None:
             announce(_urls([(a[0], a[1]) for a in runner.addresses]))
         await stop.wait()
@@ -435,8 +442,12 @@ def serve_workers(
     """Serve with ``workers`` processes (pre-fork) sharing one listening socket: each worker
     makes its own server with ``make_server`` (its own store handles, cache and loop), so
     that the server uses as many cores. Until SIGTERM or SIGINT, forwarded to the workers;
-    when a worker exits, the others are stopped too. The exit status: 1 when a worker failed
-    (an exit status other than 0: an error, or killed), else 0. UsageError when it cannot listen.
+    when a worker exits, the others are stopped too, and a line on stderr says which and how.
+    This process owns its workers' lifetime: a worker stops when this process dies, however
+    it dies (a parent-death pipe: no orphan keeps the port), and one that has not stopped
+    ``shutdown_timeout`` + 2 s after SIGTERM is killed. The exit status: 1 when a worker
+    failed (an exit status other than 0: an error, killed, or killed here), else 0.
+    UsageError when it cannot listen.
 
     Requires: no thread and no open store handle in this process (a fork copies neither
     safely): ``make_server`` opens what a worker needs, in the worker."""
@@ -444,18 +455,23 @@ def serve_workers(
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host, port), family=family, backlog=1024)
     except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise UsageError(f"cannot listen on {_hostport(host, port)}: {e.strerror or e}") from None
     sock.setblocking(False)
     bound = sock.getsockname()
     sys.stdout.flush()
     sys.stderr.flush()
+    # Only this process holds the write end: when it dies, every worker reads end-of-file.
+    parent_gone, alive = os.pipe()
     pids: list[int] = []
     for _ in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker: serve on the shared socket, and never return to the caller
             status = 0
             try:
-                asyncio.run(_serve(make_app(make_server()), sock, None, shutdown_timeout))
+                os.close(alive)  # (a parent dead before the loop starts: the pipe is at EOF)
+                asyncio.run(
+                    _serve(make_app(make_server()), sock, None, shutdown_timeout, parent_gone)
+                )
             except BaseException as e:  # a worker reports and exits, whatever it was
                 line = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
@@ -464,27 +480,62 @@ def serve_workers(
                 os._exit(status)
         pids.append(pid)
     sock.close()
-    stopping = False
+    os.close(parent_gone)
+    deadline: float | None = None
 
     def stop(_signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in pids:
+        nonlocal deadline
+        if deadline is None:
+            deadline = time.monotonic() + shutdown_timeout + 2.0
+        for pid in live:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
+    live = set(pids)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         announce(_urls([(str(bound[0]), int(bound[1]))]))
         failed = False
-        live = set(pids)
         while live:
-            pid, status = os.wait()
+            # Polled, not a blocking wait: a wait is resumed after a signal (PEP 475), and
+            # the deadline must be kept even when no worker ever exits.
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                if deadline is not None and time.monotonic() > deadline:
+                    for pid in sorted(live):
+                        _say(f"a worker (pid {pid}) did not stop in time; killed")
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                    live.clear()
+                    failed = True
+                    break
+                time.sleep(0.05)
+                continue
             live.discard(pid)
-            failed = failed or os.waitstatus_to_exitcode(status) != 0
-            if not stopping:  # one worker is gone: the server stops as a whole
+            code = os.waitstatus_to_exitcode(status)
+            failed = failed or code != 0
+            if deadline is None:  # one worker is gone: the server stops as a whole
+                _say(f"a worker (pid {pid}) {_how(code)}; stopping the others")
                 stop(signal.SIGTERM, None)
         return 1 if failed else 0
     finally:
+        os.close(alive)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _how(code: int) -> str:
+    """An exit code of os.waitstatus_to_exitcode, in words."""
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def _say(line: str) -> None:
+    print(f"tlog-store: serve: {line}", file=sys.stderr, flush=True)
+
+
+def _hostport(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets (``[::1]:8080``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

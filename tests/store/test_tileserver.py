@@ -9,6 +9,7 @@ store of several tenants and for Tessera's log (testdata/tessera).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -433,7 +434,76 @@ def test_a_worker_killed_stops_the_server_with_1(db: str, tmp_path: Path) -> Non
         os.kill(workers[0], signal.SIGKILL)
         assert proc.wait(30) == 1  # the other worker was stopped: nothing is left serving
         assert not any(Path(f"/proc/{w}").exists() for w in workers)
+        said = (tmp_path / "stderr").read_text().splitlines()
+        assert f"tlog-store: serve: a worker (pid {workers[0]}) was killed by SIGKILL; " \
+            "stopping the others" in said  # fmt: skip
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie left to a parent that does not reap counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _refused(url: str) -> bool:
+    try:
+        get(f"{url}/a/checkpoint")
+    except OSError:
+        return True
+    return False
+
+
+def test_workers_stop_when_the_command_is_killed(db: str, tmp_path: Path) -> None:
+    # SIGKILL to the command, as a supervisor or the OOM killer would: its workers must not
+    # keep the port (a restart would find it taken), so each stops on the parent-death pipe.
+    proc, url = _serve_workers(db, tmp_path / "stderr", 2)
+    workers = sorted(_children(proc.pid))
+    try:
+        assert len(workers) == 2 and get(f"{url}/a/checkpoint")[0] == 200
+        proc.kill()
+        proc.wait(30)
+        deadline = time.monotonic() + 30
+        while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(w) for w in workers)
+        assert _refused(url)
+    finally:
+        for w in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(w, signal.SIGKILL)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_a_worker_that_does_not_stop_is_killed(db: str, tmp_path: Path) -> None:
+    # A stopped worker (SIGSTOP: SIGTERM stays pending) cannot exit; the command must not
+    # wait for it forever: after the shutdown timeout (5 s) and a margin it kills it, exit 1.
+    proc, url = _serve_workers(db, tmp_path / "stderr", 2)
+    workers = sorted(_children(proc.pid))
+    try:
+        assert len(workers) == 2 and get(f"{url}/a/checkpoint")[0] == 200
+        os.kill(workers[0], signal.SIGSTOP)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 1
+        assert time.monotonic() - started >= 5
+        assert all(_gone(w) for w in workers)
+        said = (tmp_path / "stderr").read_text().splitlines()
+        assert f"tlog-store: serve: a worker (pid {workers[0]}) did not stop in time; killed" \
+            in said  # fmt: skip
+        assert _refused(url)
+    finally:
+        for w in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(w, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
