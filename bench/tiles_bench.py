@@ -16,7 +16,8 @@
   ``hashlib`` call each in the tightest Python loop (:func:`tlog.merkle.root`). Target: the
   catch-up at >= 50 % of the floor's speed (wall time at most twice the floor's). Bytes fetched
   are compared with the least the spec allows: for ``--verify-entries`` from nothing, every
-  tile and every bundle of the tree (and the checkpoint).
+  bundle and every tile above level 0 (a full level-0 tile is its bundle's leaf hashes), the
+  partial level-0 tile and the checkpoint.
 * **follow while it grows**: another process seals runs and signs checkpoints while rounds of
   ``follow`` (without ``--verify-entries``) run against the server: every round valid, and
   bytes fetched against the tiles the consistency proofs need
@@ -174,9 +175,11 @@ def floor_seconds(expected: Expected, size: int, root: bytes) -> float:
 
 
 def minimum_bytes(size: int, note: bytes) -> int:
-    """What ``--verify-entries`` from nothing must fetch at least: the checkpoint, every tile
-    and every bundle (32-byte entries: 34 bytes each)."""
-    tiles = sum(t.data_size for t in tiles_for_size(size))
+    """What ``--verify-entries`` from nothing must fetch at least: the checkpoint, every
+    bundle (32-byte entries: 34 bytes each) and every tile above level 0 — a full level-0
+    tile is its bundle's leaf hashes, so it need not be fetched — and the partial level-0
+    tile, which the root check reads before any bundle."""
+    tiles = sum(t.data_size for t in tiles_for_size(size) if t.level > 0 or not t.is_full)
     bundles = sum(b.width * 34 for b in bundles_for_size(size))
     return len(note) + tiles + bundles
 

@@ -352,12 +352,14 @@ def _check_entries(
 ) -> int:
     """Check the entries of positions [old size, new size) against the new root; their count.
 
-    Every new bundle's leaf hashes must be its level-0 tile; every full tile completed since
-    the old size must have its root at its place in the tile above, level by level. The tiles
-    were checked to give the new root (and, with a state, the consistency proof from the old
-    one), and the root reads the top of each chain: so the entries are the leaves of the
-    signed tree. Bundles and the level-0 tiles not fetched yet are fetched ahead over the
-    fetcher's connections while earlier ones are hashed."""
+    A new bundle's leaf hashes *are* its level-0 tile, so a full one is not fetched: its
+    bundle's root must be at its place in the level-1 tile, like every full tile completed
+    since the old size in the tile above it, level by level. A partial bundle is compared
+    with the partial level-0 tile the root check read. The tiles were checked to give the
+    new root (and, with a state, the consistency proof from the old one), and the root reads
+    the top of each chain: so the entries are the leaves of the signed tree. Bundles (and a
+    level-0 tile the reader holds no copy of, for a partial bundle) are fetched ahead over
+    the fetcher's connections while earlier ones are hashed."""
     start = 0 if old is None else old.size
     if old is not None and _fold(_frontier(reader, start)) != old.root:
         raise LocatedError(
@@ -371,17 +373,18 @@ def _check_entries(
     paths: list[tuple[str, int]] = []
     for bundle in bundles:
         paths.append((bundle.path(), _MAX_BUNDLE))
-        if bundle.tile not in reader.tiles:
+        if not bundle.is_full and bundle.tile not in reader.tiles:
             paths.append((bundle.tile.path(), FULL_TILE_SIZE))
     fetched = reader.fetcher.get_many(paths)
     roots: dict[int, bytes] = {}  # index -> root of a full tile of the level just checked
+    from_bundle: set[int] = set()  # the level-0 roots computed from bundles alone
     for bundle in bundles:
         data = next(fetched)
         tile = bundle.tile
-        if tile not in reader.tiles:
+        if not bundle.is_full and tile not in reader.tiles:
             reader.add(tile, next(fetched))
         leaves = _leaf_tile(bundle, data)
-        if leaves != reader.read_tile(tile):
+        if tile in reader.tiles and leaves != reader.read_tile(tile):
             raise LocatedError(
                 "proof",
                 f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
@@ -390,6 +393,8 @@ def _check_entries(
             )
         if bundle.is_full:
             roots[bundle.index] = perfect_root(split_hashes(leaves))
+            if tile not in reader.tiles:
+                from_bundle.add(bundle.index)
         if progress is not None:
             progress(bundle.index * TILE_WIDTH + bundle.width - start, total)
     for level in range(1, MAX_LEVEL + 1):
@@ -404,6 +409,14 @@ def _check_entries(
                 child = roots.get(tile.index * TILE_WIDTH + i)
                 if child is not None and child != h:
                     below = Tile(level - 1, tile.index * TILE_WIDTH + i)
+                    if level == 1 and below.index in from_bundle:
+                        raise LocatedError(
+                            "proof",
+                            f"{Bundle(below.index, TILE_WIDTH).path()} does not hash to the"
+                            f" root tile {tile.path()} holds at position {i} (entries"
+                            " rewritten, reordered or missing)",
+                            checkpoint_size=new.size,
+                        )
                     raise LocatedError(
                         "proof",
                         f"tile {tile.path()} does not hold the root of tile {below.path()} at"

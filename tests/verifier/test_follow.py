@@ -242,6 +242,32 @@ def test_bad_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, how: 
     assert run(url, store, state)[0] == 0
 
 
+@pytest.mark.parametrize("how", ["reordered", "rewritten"])
+def test_bad_full_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, how: str) -> None:
+    # A full bundle's level-0 tile is not fetched (its leaf hashes are the tile): its root is
+    # checked against the level-1 tile instead, and a bad bundle is named by that check.
+    store = log(key, 300)
+    root = tmp_path / "www"
+    publish_tiles(StoreLog(store), root / "default")
+    bundle = root / "default" / "tile" / "entries" / "000"
+    entries = parse_bundle(bundle.read_bytes(), 256)
+    if how == "reordered":
+        bundle.write_bytes(format_bundle([*entries[:9], entries[10], entries[9], *entries[11:]]))
+    else:
+        bundle.write_bytes(format_bundle([*entries[:255], b"\x01" * 32]))
+    url = servers.serve(static_app(root)) + "/default/"
+    state = tmp_path / "state"
+    code, report = run(url, store, state, "--verify-entries")
+    assert code == 1, report
+    message = report["failure"]["message"]  # type: ignore[index]
+    assert message.endswith(
+        "tile/entries/000 does not hash to the root tile tile/1/000.p/1 holds at position 0"
+        " (entries rewritten, reordered or missing)"
+    ), message
+    assert not state.exists()
+    assert run(url, store, state)[0] == 0  # the tiles and checkpoint are fine
+
+
 def test_unknown_key(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
     store = log(key, 3)
     stranger = log(generate_key(ORIGIN), 3)  # same origin, another key
