@@ -252,7 +252,7 @@ def run(*, quick: bool, peers_enabled: bool = True, peer_build_limit_s: float = 
                 (
                     "  bytes fetched",
                     f"{fetched / 1e6:.2f} MB",
-                    "every tile and bundle",
+                    "bundles + tiles > level 0",
                     f"{least / 1e6:.2f} MB",
                     f"{fetched / least:.3f}",
                 )
@@ -282,8 +282,9 @@ def run(*, quick: bool, peers_enabled: bool = True, peer_build_limit_s: float = 
     )
     section.notes.append(
         "follow: bundles and tiles fetched over a few keep-alive connections while the entries "
-        "are hashed; every entry checked against its level-0 tile and every full tile's root "
-        "against the level above; the floor is pure Python hashlib"
+        "are hashed; a full bundle's leaf hashes are its level-0 tile (not fetched), whose root "
+        "is checked against the level-1 tile, and every full tile's root against the level "
+        "above; the floor is pure Python hashlib"
     )
     return section
 

@@ -120,13 +120,10 @@ from store import (
 from store import cliparser as ui
 from store.batch import check_field
 from store.cli_inbox import INBOX_PUBLISH, event_verb
+from store.cli_outbox import outbox_verbs
 from store.cli_tiles import tiles_verbs
 from store.cliparser import verb
 from store.deliver import (
-    DEFAULT_BATCH,
-    DEFAULT_TIMEOUT,
-    Deliverer,
-    outbox_of,
     record_object,
 )
 from tlog.checkpoint import Checkpoint
@@ -166,19 +163,6 @@ READ_PAGE = 1000
 
 
 # --- output ----------------------------------------------------------------------------------
-
-
-def _write_json(obj: object) -> None:
-    write_stdout(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def _output(args: argparse.Namespace, as_json: object, text: str | bytes) -> int:
-    """Print ``as_json`` as one JSON object with --json, else ``text``; the verb succeeded."""
-    if args.json:
-        _write_json(as_json)
-    else:
-        write_stdout(text)
-    return EXIT_OK
 
 
 def _jsonable(value: object) -> object:
@@ -245,7 +229,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     with open_store(db=db, postgres=pg, tenant=tenant, key=key) as store:
         vkey = store.log_vkey
         as_json = {"origin": store.origin, "vkey": vkey, "key": path, "created": created}
-        return _output(args, as_json, vkey + "\n")
+        return ui.output(args, as_json, vkey + "\n")
 
 
 def _cmd_vkey(args: argparse.Namespace) -> int:
@@ -258,7 +242,7 @@ def _cmd_vkey(args: argparse.Namespace) -> int:
 
 
 def _write_lease(args: argparse.Namespace, lease: Lease) -> int:
-    return _output(args, _jsonable(lease), f"{lease.epoch}\n")
+    return ui.output(args, _jsonable(lease), f"{lease.epoch}\n")
 
 
 def _cmd_acquire(args: argparse.Namespace) -> int:
@@ -322,7 +306,7 @@ def _cmd_append(args: argparse.Namespace) -> int:
     with _open(args) as store:
         records = store.append(epoch, batch)
     as_json = {"run": run, "records": [{"seq": r.seq, "hash": b64encode(r.hash)} for r in records]}
-    return _output(args, as_json, "".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
+    return ui.output(args, as_json, "".join(f"{r.seq} {b64encode(r.hash)}\n" for r in records))
 
 
 def _cmd_seal(args: argparse.Namespace) -> int:
@@ -335,7 +319,7 @@ def _cmd_seal(args: argparse.Namespace) -> int:
         raise MalformedError(f"--outcome: {e}") from None
     with _open(args) as store:
         seal: Seal = store.seal(run, epoch, outcome)
-    return _output(
+    return ui.output(
         args, _jsonable(seal), f"position {seal.position}\nhead {b64encode(seal.head)}\n"
     )
 
@@ -345,7 +329,7 @@ def _cmd_head(args: argparse.Namespace) -> int:
     with _open(args) as store:
         head = store.head(run)
     as_json = {"run": run, "seq": head.seq, "hash": b64encode(head.hash)}
-    return _output(args, as_json, f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
+    return ui.output(args, as_json, f"seq {head.seq}\nhash {b64encode(head.hash)}\n")
 
 
 def _cmd_admitted(args: argparse.Namespace) -> int:
@@ -353,15 +337,15 @@ def _cmd_admitted(args: argparse.Namespace) -> int:
     with _open(args) as store:
         run = store.admitted_as(key)
     if run is None:
-        return _output(args, {"key": key, "run": None}, f"{key} is not admitted\n")
-    return _output(args, {"key": key, "run": run}, f"{run}\n")
+        return ui.output(args, {"key": key, "run": None}, f"{key} is not admitted\n")
+    return ui.output(args, {"key": key, "run": run}, f"{run}\n")
 
 
 def _cmd_forget_admissions(args: argparse.Namespace) -> int:
     older_than = decimal_arg(args.older_than, "--older-than", 0)
     with _open(args) as store:
         n = store.forget_admissions(older_than)
-    return _output(args, {"forgotten": n}, f"forgotten {n}\n")
+    return ui.output(args, {"forgotten": n}, f"forgotten {n}\n")
 
 
 def _cmd_waiting(args: argparse.Namespace) -> int:
@@ -375,7 +359,7 @@ def _cmd_waiting(args: argparse.Namespace) -> int:
         + "\n"
         for w in waiting
     )
-    return _output(args, {"waiting": rows}, text)
+    return ui.output(args, {"waiting": rows}, text)
 
 
 def _record_json(r: Record) -> bytes:
@@ -425,7 +409,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 line += f" sealed {check.seal.position} {check.seal.outcome}"
             write_stdout(line + "\n")
     if args.json:
-        _write_json({"origin": cp.origin, "size": cp.size, "runs": results})
+        ui.output(args, {"origin": cp.origin, "size": cp.size, "runs": results}, "")
     return EXIT_OK
 
 
@@ -437,7 +421,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         with _open(args) as store:
             cp = store.checkpoint()
         as_json = {"origin": cp.origin, "size": cp.size, "root": b64encode(cp.root)}
-        return _output(args, as_json, cp.format())
+        return ui.output(args, as_json, cp.format())
     with _open(args, key=True) as store:
         note = store.sign_checkpoint()
     cp = Checkpoint.parse(parse_note(note)[0])
@@ -447,7 +431,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         "root": b64encode(cp.root),
         "note": note.decode("utf-8"),
     }
-    return _output(args, as_json, note)
+    return ui.output(args, as_json, note)
 
 
 def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
@@ -518,7 +502,7 @@ def _cmd_published(args: argparse.Namespace) -> int:
     with _open(args) as store:
         kept = published_checkpoints(store)
     as_json = {"checkpoints": [_kept_json(k) for k in kept]}
-    return _output(args, as_json, "".join(_kept_line(k) for k in kept))
+    return ui.output(args, as_json, "".join(_kept_line(k) for k in kept))
 
 
 def _sign_now(args: argparse.Namespace) -> bytes:
@@ -601,7 +585,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
             lines += [f"{k}_{name} {figure}\n" for name, figure in v.items()]
         elif v is not None:  # no inbox: no line
             lines.append(f"{k} {v}\n")
-    return _output(args, result, "".join(lines))
+    return ui.output(args, result, "".join(lines))
 
 
 _STATUSES = (
@@ -643,72 +627,6 @@ class _StoreCommand(Command):
         p = super().parser()
         ui.command_store_options(p)
         return p
-
-
-# --- the outbox --------------------------------------------------------------------------------
-
-
-def _cmd_subscribe(args: argparse.Namespace) -> int:
-    url = utf8_arg(args.url, "URL")
-    run = None if args.run is None else ui.parse_run(args.run)
-    token = None if args.token_file is None else ui.parse_token_file(args.token_file)
-    with _open(args) as store:
-        sub = outbox_of(store).subscribe(url, run=run, token=token)
-    as_json = {"id": sub, "url": url, "run": run, "token": token is not None}
-    return _output(args, as_json, f"{sub}\n")
-
-
-def _cmd_subscriptions(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        outbox = outbox_of(store)
-        subs = outbox.subscriptions()
-        failing = [d for d in outbox.deliveries() if d.attempts > 0]
-    listed: list[dict[str, Any]] = []
-    lines = []
-    for sub in subs:
-        mine = [d for d in failing if d.subscription == sub.id]
-        scope = "tenant" if sub.run is None else f"run {sub.run}"
-        lines.append(f"{sub.id} {scope} {sub.url}" + (" token" if sub.token else "") + "\n")
-        lines += [
-            f"  {d.run} next {d.next_seq} attempts {d.attempts}: {d.last_error}\n" for d in mine
-        ]
-        listed.append(
-            {
-                "id": sub.id,
-                "url": sub.url,
-                "run": sub.run,
-                "token": sub.token is not None,
-                "created_at": sub.created_at,
-                "deliveries": [
-                    {
-                        "run": d.run,
-                        "next_seq": d.next_seq,
-                        "attempts": d.attempts,
-                        "next_attempt_at": d.next_attempt_at,
-                        "last_error": d.last_error,
-                    }
-                    for d in mine
-                ],
-            }
-        )
-    return _output(args, {"subscriptions": listed}, "".join(lines))
-
-
-def _cmd_unsubscribe(args: argparse.Namespace) -> int:
-    sub = decimal_arg(args.id, "ID", 1)
-    with _open(args) as store:
-        if not outbox_of(store).unsubscribe(sub):
-            raise UsageError(f"no subscription {sub}")
-    return EXIT_OK
-
-
-def _cmd_deliver(args: argparse.Namespace) -> int:
-    batch = DEFAULT_BATCH if args.batch is None else decimal_arg(args.batch, "--batch", 1)
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else decimal_arg(args.timeout, "--timeout", 1)
-    poll = 1 if args.poll is None else decimal_arg(args.poll, "--poll", 1)
-    with _open(args) as store, Deliverer(store, batch=batch, timeout=timeout) as worker:
-        worker.run(once=args.once, poll=poll, report=lambda a: write_stdout(a.summary() + "\n"))
-    return EXIT_OK
 
 
 def command() -> Command:
@@ -792,30 +710,7 @@ def command() -> Command:
                 ui.restore_args,
                 ui.KEY_JSON,
             ),
-            verb(
-                "subscribe",
-                "subscribe a receiver to records",
-                ui.SUBSCRIBE,
-                _cmd_subscribe,
-                ui.subscribe_args,
-            ),
-            verb("subscriptions", "list subscriptions", ui.SUBSCRIPTIONS, _cmd_subscriptions),
-            verb(
-                "unsubscribe",
-                "delete a subscription",
-                ui.UNSUBSCRIBE,
-                _cmd_unsubscribe,
-                ui.unsubscribe_args,
-                ui.PLAIN,
-            ),
-            verb(
-                "deliver",
-                "push subscribed records to receivers",
-                ui.DELIVER,
-                _cmd_deliver,
-                ui.deliver_args,
-                ui.PLAIN,
-            ),
+            *outbox_verbs(),
             *tiles_verbs(),
             event_verb(
                 verb(

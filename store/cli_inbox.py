@@ -61,13 +61,6 @@ def _inbox(args: argparse.Namespace, *, key: bool = False) -> Iterator[Inbox]:
         yield store.inbox
 
 
-def _print(args: argparse.Namespace, obj: object, text: str) -> None:
-    if getattr(args, "json", False):
-        write_stdout(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-    else:
-        write_stdout(text)
-
-
 def _line(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
 
@@ -146,7 +139,7 @@ def _cmd_buffer(args: argparse.Namespace) -> int:
         if b.matched is not None:
             what += f", claimed for {b.matched.run} ({b.matched.effect_key})"
         lines.append(f"{b.source}/{b.id} position {b.position} {what}\n")
-    _print(args, {"buffered": [b.to_json() for b in done]}, "".join(lines))
+    ui.output(args, {"buffered": [b.to_json() for b in done]}, "".join(lines))
     return EXIT_OK
 
 
@@ -155,9 +148,9 @@ def _cmd_wait(args: argparse.Namespace) -> int:
     with _inbox(args) as box:
         got = box.wait(w)
     if got is None:
-        _print(args, {"claimed": None, "waiting": w.to_json()}, f"{w.run} waits\n")
+        ui.output(args, {"claimed": None, "waiting": w.to_json()}, f"{w.run} waits\n")
     else:
-        _print(args, {"claimed": _claimed_json(got)}, _claimed_text(got))
+        ui.output(args, {"claimed": _claimed_json(got)}, _claimed_text(got))
     return EXIT_OK
 
 
@@ -165,7 +158,7 @@ def _cmd_subscribe(args: argparse.Namespace) -> int:
     w = _wait(args)
     with _inbox(args) as box:
         new = box.subscribe(w)
-    _print(args, {"registered": new}, "registered\n" if new else "already registered\n")
+    ui.output(args, {"registered": new}, "registered\n" if new else "already registered\n")
     return EXIT_OK
 
 
@@ -174,9 +167,9 @@ def _cmd_claim(args: argparse.Namespace) -> int:
     with _inbox(args) as box:
         got = box.claim(w)
     if got is None:
-        _print(args, {"claimed": None}, "nothing to claim\n")
+        ui.output(args, {"claimed": None}, "nothing to claim\n")
         return EXIT_NONE
-    _print(args, {"claimed": _claimed_json(got)}, _claimed_text(got))
+    ui.output(args, {"claimed": _claimed_json(got)}, _claimed_text(got))
     return EXIT_OK
 
 
@@ -185,9 +178,9 @@ def _cmd_match(args: argparse.Namespace) -> int:
     with _inbox(args) as box:
         got = box.match(source, id_)
     if got is None:
-        _print(args, {"matched": None}, "nobody waits for it\n")
+        ui.output(args, {"matched": None}, "nobody waits for it\n")
         return EXIT_NONE
-    _print(args, {"matched": got.to_json()}, f"claimed for {got.run} ({got.effect_key})\n")
+    ui.output(args, {"matched": got.to_json()}, f"claimed for {got.run} ({got.effect_key})\n")
     return EXIT_OK
 
 
@@ -200,7 +193,7 @@ def _cmd_deliver(args: argparse.Namespace) -> int:
     if got.wait is not None:
         obj["wait"] = got.wait.to_json()
         obj["position"] = got.position
-    _print(args, obj, f"{got.status}\n")
+    ui.output(args, obj, f"{got.status}\n")
     return EXIT_OK if got.status == "matched" else EXIT_NONE
 
 
@@ -210,7 +203,7 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     source, id_ = _label(args.source, "SOURCE"), _label(args.id, "ID")
     with _inbox(args) as box:
         rec = box.journal_delivery(run, epoch, source, id_)
-    _print(
+    ui.output(
         args,
         {"run": rec.run, "seq": rec.seq, "raw": rec.raw.decode("utf-8")},
         f"{rec.run} record {rec.seq}\n",
@@ -223,7 +216,7 @@ def _cmd_unsubscribe(args: argparse.Namespace) -> int:
     effect = None if args.effect_key is None else utf8_arg(args.effect_key, "--effect-key")
     with _inbox(args) as box:
         waits, shed = box.unsubscribe(run, effect)
-    _print(
+    ui.output(
         args,
         {"wait_rows": waits, "payloads_shed": shed},
         f"{waits} wait rows removed, {shed} payloads shed\n",
@@ -242,7 +235,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             # The store clock decides received_at; --grace is measured on this machine's.
             cutoff = max(0, int(time.time()) - decimal_arg(args.grace, "--grace"))
         n = box.sweep(cutoff, reason)
-    _print(args, {"dead_lettered": n, "cutoff": cutoff}, f"{n} dead-lettered\n")
+    ui.output(args, {"dead_lettered": n, "cutoff": cutoff}, f"{n} dead-lettered\n")
     return EXIT_OK
 
 
@@ -256,7 +249,7 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
     with _inbox(args) as box:
         dead = box.dead_letters(min(limit, MAX_LIMIT), before)
     text = "".join(f"{d.position} {d.source}/{d.id} {d.kind} {d.dead_reason}\n" for d in dead)
-    _print(args, {"dead_letters": [d.to_json() for d in dead]}, text)
+    ui.output(args, {"dead_letters": [d.to_json() for d in dead]}, text)
     return EXIT_OK
 
 
@@ -271,7 +264,7 @@ def _cmd_waiting(args: argparse.Namespace) -> int:
         + "\n"
         for w in waits
     )
-    _print(args, {"waiting": [w.to_json() for w in waits]}, text)
+    ui.output(args, {"waiting": [w.to_json() for w in waits]}, text)
     return EXIT_OK
 
 
@@ -300,7 +293,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         f"{c.size} events: {c.live} live, {c.claimed} claimed, {c.dead} dead;"
         f" {c.erased} payloads erased; {c.waits} waits\n"
     )
-    _print(args, c.to_json(), text)
+    ui.output(args, c.to_json(), text)
     return EXIT_OK
 
 
@@ -321,7 +314,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     with _inbox(args, key=True) as box:
         note = box.sign_checkpoint()
         cp = box.checkpoint()
-    _print(
+    ui.output(
         args, {"origin": cp.origin, "size": cp.size, "note": note.decode("utf-8")}, note.decode()
     )
     return EXIT_OK

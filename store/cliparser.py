@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable, Sequence
 
@@ -122,6 +123,16 @@ def open_store_of(args: argparse.Namespace, *, key: bool = False) -> JournalStor
         raise UsageError(f"{db} is a directory, not a store file")
     signer = read_existing_log_key(key_path(args, db)) if key else None
     return open_store(db=db, postgres=pg, tenant=tenant, key=signer)
+
+
+def output(args: argparse.Namespace, as_json: object, text: str | bytes) -> int:
+    """Print ``as_json`` as one indented JSON object with --json, else ``text``; 0, the verb
+    succeeded. The one way a ``tlog-store`` verb prints its result."""
+    if getattr(args, "json", False):
+        write_stdout(json.dumps(as_json, indent=2, ensure_ascii=False) + "\n")
+    else:
+        write_stdout(text)
+    return 0
 
 
 def write_output(path: str, data: bytes) -> None:
@@ -405,23 +416,6 @@ def restore_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="refuse an export holding an unsigned record",
     )
-
-
-def subscribe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("url", metavar="URL", help="the receiver: an http:// or https:// URL")
-    p.add_argument("--run", metavar="RUN", help="one run's records (default: every run's)")
-    p.add_argument("--token-file", metavar="F", help="a file holding the receiver's bearer token")
-
-
-def unsubscribe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id", metavar="ID", help="the subscription's ID")
-
-
-def deliver_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--once", action="store_true", help="stop when nothing is due")
-    p.add_argument("--batch", metavar="N", help="records per request (default 100)")
-    p.add_argument("--timeout", metavar="S", help="seconds to connect, and to wait (default 10)")
-    p.add_argument("--poll", metavar="S", help="seconds between looks when idle (default 1)")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -765,55 +759,4 @@ log_root, digest (--json: one object).
 
 examples:
   tlog-store restore journal.export --db copy.db --key journal.db.key
-"""
-
-SUBSCRIBE = """\
-Subscribes the receiver at URL to the tenant's records -- of one run with --run RUN, else of
-every run -- and prints the subscription's ID. 'tlog-store deliver' then POSTs every record of
-that scope to URL as JSON, those written before too, in seq order per run, at least once: a
-record is sent again until the receiver answers 2xx, and after a worker's crash a receiver may
-see records again that it had taken (deduplicate by run and seq). --token-file F holds a bearer
-token (RFC 6750 characters) sent as 'Authorization: Bearer TOKEN'; it is kept in the store and
-never printed. URL is http:// or https:// with a host, without user, password or fragment.
---json prints id, url, run and token (true or false).
-
-examples:
-  tlog-store subscribe https://hooks.example/journal --token-file hook.token
-  tlog-store subscribe http://127.0.0.1:8080/ --run order-1842
-"""
-
-SUBSCRIPTIONS = """\
-Lists the tenant's subscriptions by ID, one per line: 'ID SCOPE URL', SCOPE being 'tenant' or
-'run RUN', then 'token' when it has one, then for each delivery that is failing, indented:
-'RUN next SEQ attempts N: LAST ERROR'. --json prints one object with the subscriptions (id,
-url, run, token, created_at, deliveries: run, next_seq, attempts, next_attempt_at,
-last_error).
-
-examples:
-  tlog-store subscriptions
-"""
-
-UNSUBSCRIBE = """\
-Deletes subscription ID and its delivery cursors; a delivery in flight is not acknowledged.
-Exit 2 when there is no such subscription.
-
-examples:
-  tlog-store unsubscribe 3
-"""
-
-DELIVER = """\
-Pushes the subscribed records to their receivers, as JSON (the body is documented in
-store/deliver.py: subscription, tenant, run and records, each with seq, hash, prev_hash, raw,
-kind and signature when signed), one request per run and at most --batch N records (default
-100). A 2xx answer moves the subscription's cursor past them; anything else -- another status,
-a refused connection, no answer within --timeout S (default 10) -- is retried later, after
-1, 2, 4 ... seconds (at most 300) of backoff. Prints a line per request: 'delivered ID RUN
-FIRST-LAST' or 'failed ID RUN FIRST-LAST: ERROR (attempt N)'. Runs until interrupted, looking
-for due deliveries every --poll S seconds (default 1) when idle; --once stops when nothing is
-due. Several workers may run on one PostgreSQL store: no two send one run's records to one
-receiver at once. On SQLite one is enough (its writes are serialised).
-
-examples:
-  tlog-store deliver --once
-  tlog-store deliver --postgres postgresql://app@db/journal --key log.key --batch 20
 """
