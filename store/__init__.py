@@ -96,10 +96,10 @@ if TYPE_CHECKING:
     from store.errors import FencedError as FencedError
     from store.errors import LeaseHeldError as LeaseHeldError
     from store.errors import LeaseNotHeldError as LeaseNotHeldError
+    from store.errors import RestoreError as RestoreError
     from store.errors import RunSealedError as RunSealedError
     from store.errors import SealConflictError as SealConflictError
     from store.errors import StoreError as StoreError
-    from store.export import RestoreError as RestoreError
     from store.export import RestoreSummary as RestoreSummary
     from store.export import export_store as export_store
     from store.export import restore_store as restore_store
@@ -181,7 +181,7 @@ _MODULE_OF = {
     "Publication": "store.publish",
     "Published": "store.tilefiles",
     "Record": "tlog.journal",
-    "RestoreError": "store.export",
+    "RestoreError": "store.errors",
     "RestoreSummary": "store.export",
     "RunCheck": "store.verify",
     "RunSealedError": "store.errors",

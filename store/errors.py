@@ -25,6 +25,9 @@ classes in :mod:`store.cli` only. The two failures of the database are the stora
  NotSealedError         an inclusion proof (or a tlog-proof) of a run that is not in the log:
                         unknown (no records), not sealed yet, or sealed beyond the tree
                         asked for (also a VerificationError: nothing proves it is there)
+ RestoreError           a restore's second pass failed (the store did not reproduce the
+                        export, or refused a write; also a VerificationError): the target
+                        is partially written and must be discarded
  CorruptError           stored data does not verify (a hash that does not cover its body, a
                         broken link, a gap, a stored value of the wrong shape)
  CommitUnknownError     the connection failed after COMMIT was sent: the write may or may
@@ -180,6 +183,26 @@ class BackendError(StoreError, db.BackendError):
     """The database failed; the transaction was rolled back."""
 
 
+class RestoreError(StoreError, VerificationError):
+    """Pass 2 of a restore failed: the store did not reproduce the export, or refused a write.
+
+    The message starts with ``"line N: "`` (the export's line) and names the run and record
+    where known (``run``, ``seq``). The target store is partially written and must be
+    discarded.
+    """
+
+    def __init__(
+        self, line: int, message: str, run: str | None = None, seq: int | None = None
+    ) -> None:
+        super().__init__(
+            f"line {line}: {message} (restore stopped half-way: the target store is partially "
+            "written and must be discarded)"
+        )
+        self.line = line
+        self.run = run
+        self.seq = seq
+
+
 __all__ = [
     "BackendError",
     "CommitUnknownError",
@@ -191,6 +214,7 @@ __all__ = [
     "LeaseNotHeldError",
     "NotSealedError",
     "NotSealedReason",
+    "RestoreError",
     "RunSealedError",
     "SealConflictError",
     "StoreError",

@@ -95,9 +95,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 from store.api import Append, JournalStore, Seal, declared_keys
-from store.errors import CorruptError, StoreError
-from store.inbox import transfer
-from store.inbox.values import StoredEvent, Wait
+from store.errors import CorruptError, RestoreError
+from store.inbox import section, transfer
 from tlog.checkpoint import Checkpoint
 from tlog.errors import MalformedError, TlogError, UsageError, VerificationError
 from tlog.export import (
@@ -117,7 +116,7 @@ from tlog.export import (
 )
 from tlog.export.inbox import DELIVERED_TEXT
 from tlog.inbox import KIND_EVENT_DELIVERED, inbox_origin
-from tlog.journal import RecordSignature, canonical_json, parse_canonical_json
+from tlog.journal import RecordSignature
 from tlog.keys import cosigner_from_vkey, parse_vkey
 from tlog.note import TYPE_ED25519, Ed25519Verifier, Verifier, parse_note
 
@@ -132,26 +131,6 @@ BATCH_RECORDS = 500
 
 BATCH_BYTES = 4 << 20
 """A restore batch is closed once its bodies reach this many bytes (a body is at most 1 MiB)."""
-
-
-class RestoreError(StoreError, VerificationError):
-    """Pass 2 of a restore failed: the store did not reproduce the export, or refused a write.
-
-    The message starts with ``"line N: "`` (the export's line) and names the run and record
-    where known (``run``, ``seq``). The target store is partially written and must be
-    discarded.
-    """
-
-    def __init__(
-        self, line: int, message: str, run: str | None = None, seq: int | None = None
-    ) -> None:
-        super().__init__(
-            f"line {line}: {message} (restore stopped half-way: the target store is partially "
-            "written and must be discarded)"
-        )
-        self.line = line
-        self.run = run
-        self.seq = seq
 
 
 @dataclass(frozen=True)
@@ -362,7 +341,7 @@ def export_store(
             _write_run(store, w, run, None, signers, delivered)
         last = runs[-1]
     if inbox is not None:
-        _write_inbox(inbox, w, inbox_notes, delivered)
+        section.write_section(inbox, w, inbox_notes, delivered)
     return w.end()
 
 
@@ -370,57 +349,6 @@ def _inbox_of(store: JournalStore) -> Inbox | None:
     """The tenant's inbox, on a store that has one (the SQL stores)."""
     inbox: Inbox | None = getattr(store, "inbox", None)
     return inbox
-
-
-def _write_inbox(
-    inbox: Inbox, w: ExportWriter, notes: list[bytes], delivered: set[tuple[str, int]]
-) -> None:
-    """The inbox section, unless the inbox is empty, from one snapshot of the inbox
-    (:func:`store.inbox.transfer.read_inbox`). An event's delivery whose record is not in the
-    export (journaled after its run was written) is left out: the export shows the event as
-    claimed and not yet delivered, as it was when the run was read."""
-    size_seen = [0]
-    written = [0]
-
-    def start(size: int, waits: int, counter: int) -> bool:
-        if not (size or waits or notes):
-            return False
-        w.inbox(inbox.origin, size, waits, counter)
-        for note in notes:
-            w.inbox_checkpoint(note)
-        size_seen[0] = size
-        return True
-
-    def event(ev: StoredEvent) -> None:
-        seq = ev.delivered_seq
-        if seq is not None and (ev.claimed_by, seq) not in delivered:
-            seq = None
-        try:
-            w.event(
-                EventItem(
-                    ev.position, ev.entry, ev.entry.encode(),
-                    None if ev.erased else canonical_json(ev.payload), ev.claimed_by,
-                    ev.claimed_at, ev.held, ev.dead_reason if ev.dead else None,
-                    ev.dead_at if ev.dead else None, seq, 0, ev.claimed_for,
-                )
-            )  # fmt: skip
-        except (MalformedError, VerificationError) as e:
-            raise CorruptError(f"inbox event {ev.source}/{ev.id} cannot be exported: {e}") from None
-        written[0] += 1
-
-    def wait(wt: Wait) -> None:
-        w.wait(
-            WaitItem(
-                wt.run, wt.effect_key, wt.kind, wt.keys, wt.case, wt.step, wt.number,
-                wt.created_at, 0,
-            )
-        )  # fmt: skip
-
-    transfer.read_inbox(inbox, start, event, wait)
-    if written[0] != size_seen[0]:
-        raise CorruptError(
-            f"the inbox log holds {size_seen[0]} events, the inbox table {written[0]} of them"
-        )
 
 
 # --- restore ---------------------------------------------------------------------------------
@@ -470,13 +398,7 @@ class _Replay:
         self.log_size = 0
         self.pending: deque[CheckpointItem] = deque()  # kept once the log reaches their size
         self.notes: list[CheckpointItem] = []  # every exported checkpoint (few)
-        self.inbox: Inbox | None = None
-        self.inbox_item: InboxItem | None = None
-        self.inbox_size = 0
-        self.inbox_pending: deque[InboxCheckpointItem] = deque()
-        self.inbox_notes: list[InboxCheckpointItem] = []
-        self.events: list[tuple[EventItem, StoredEvent]] = []
-        self.waits: list[Wait] = []
+        self.inbox: section.InboxReplay | None = None
 
     def checkpoint(self, item: CheckpointItem) -> None:
         self.notes.append(item)
@@ -603,118 +525,6 @@ class _Replay:
         self.log_size += 1
         self.import_reached()
 
-    # --- the inbox section ------------------------------------------------------------------
-
-    def inbox_start(self, item: InboxItem) -> None:
-        self.flush()
-        inbox = _inbox_of(self.store)
-        if inbox is None:
-            raise RestoreError(item.line, "the target store has no inbox to restore into")
-        if inbox.origin != item.origin:  # pragma: no cover - the verifier checked the origin
-            raise RestoreError(item.line, f"the target's inbox is {inbox.origin}")
-        self.inbox = inbox
-        self.inbox_item = item
-
-    def inbox_checkpoint(self, item: InboxCheckpointItem) -> None:
-        self.inbox_notes.append(item)
-        self.inbox_pending.append(item)
-        self.inbox_import_reached()
-
-    def inbox_import_reached(self) -> None:
-        assert self.inbox is not None
-        while self.inbox_pending and self.inbox_pending[0].checkpoint.size <= self.inbox_size:
-            item = self.inbox_pending.popleft()
-            try:
-                self.inbox.log.import_checkpoint(item.note)
-            except TlogError as e:
-                raise RestoreError(
-                    item.line,
-                    f"inbox checkpoint of size {item.checkpoint.size}: the store refused to "
-                    f"keep it: {e}",
-                ) from e
-
-    def event(self, item: EventItem) -> None:
-        e = item.entry
-        payload = None if item.payload is None else parse_canonical_json(item.payload)
-        dead = item.dead_reason is not None
-        ev = StoredEvent(
-            e.source, e.id, e.kind, e.keys, payload, item.payload is None, e.payload_sha256,
-            item.position, e.received_at, item.claimed_by, item.claimed_at, item.held, dead,
-            item.dead_reason, item.dead_at, item.delivered_seq, item.claimed_for,
-        )  # fmt: skip
-        self.events.append((item, ev))
-        if len(self.events) >= BATCH_RECORDS:
-            self.flush_events()
-
-    def flush_events(self) -> None:
-        batch, self.events = self.events, []
-        if not batch:
-            return
-        assert self.inbox is not None
-        try:
-            self.inbox_size = transfer.restore_events(self.inbox, [ev for _, ev in batch])
-        except TlogError as e:
-            raise RestoreError(
-                batch[0][0].line,
-                f"inbox events {batch[0][0].position}-{batch[-1][0].position}: the store refused "
-                f"them: {e}",
-            ) from e
-        self.inbox_import_reached()
-
-    def wait(self, item: WaitItem) -> None:
-        self.flush_events()
-        self.waits.append(
-            Wait(
-                item.run, item.effect_key, item.kind, item.keys, item.case, item.step,
-                item.number, item.created_at,
-            )
-        )  # fmt: skip
-        if len(self.waits) >= BATCH_RECORDS:
-            self.flush_waits(item.line)
-
-    def flush_waits(self, line: int) -> None:
-        batch, self.waits = self.waits, []
-        if not batch:
-            return
-        assert self.inbox is not None
-        try:
-            transfer.restore_waits(self.inbox, batch)
-        except TlogError as e:
-            raise RestoreError(line, f"inbox waits: the store refused them: {e}") from e
-
-    def inbox_finish(self, end: EndItem, summary: InboxSummary | None) -> None:
-        """The restored inbox reproduces the export's: its log's size and root, its kept
-        checkpoints, its counts, and its wait counter."""
-        item, inbox = self.inbox_item, self.inbox
-        if item is None or inbox is None:
-            return
-        self.flush_events()
-        self.flush_waits(end.line)
-        self.inbox_import_reached()
-        assert summary is not None
-        if item.wait_counter:
-            transfer.set_wait_counter(inbox, item.wait_counter)
-        cp = inbox.log.checkpoint()
-        if (cp.origin, cp.size, cp.root) != (summary.origin, summary.size, summary.root):
-            raise RestoreError(
-                item.line,
-                f"the rebuilt inbox log is {cp.origin} of size {cp.size}, the export's "
-                f"{summary.origin} of size {summary.size}"
-                + ("" if cp.size != summary.size or cp.root == summary.root else ", another root"),
-            )
-        if inbox.log.published() != [i.note for i in self.inbox_notes]:
-            raise RestoreError(end.line, "the store's kept inbox checkpoints are not the exported")
-        counts = inbox.counts()
-        want = (summary.live, summary.claimed, summary.dead, summary.erased, summary.waits)
-        got = (counts.live, counts.claimed, counts.dead, counts.erased, counts.waits)
-        if got != want:
-            raise RestoreError(
-                end.line, f"the restored inbox counts {got} (live, claimed, dead, erased, "
-                f"waits), the export {want}",
-            )  # fmt: skip
-        if transfer.wait_counter(inbox) != item.wait_counter:
-            raise RestoreError(item.line, "the restored wait counter is not the exported")
-
     def finish(self, end: EndItem, origin: str) -> None:
         """The rebuilt log reproduces every exported checkpoint, and keeps exactly them."""
         store = self.store
@@ -754,19 +564,24 @@ def _replay(
             assert run is not None
             replay.record(run, item)
         elif isinstance(item, InboxItem):
-            replay.inbox_start(item)
+            replay.flush()  # the runs' records are all written before the inbox's
+            replay.inbox = section.InboxReplay(_inbox_of(store), item)
         elif isinstance(item, InboxCheckpointItem):
-            replay.inbox_checkpoint(item)
+            assert replay.inbox is not None
+            replay.inbox.checkpoint(item)
         elif isinstance(item, EventItem):
-            replay.event(item)
+            assert replay.inbox is not None
+            replay.inbox.event(item)
         elif isinstance(item, WaitItem):
-            replay.wait(item)
+            assert replay.inbox is not None
+            replay.inbox.wait(item)
         elif isinstance(item, EndItem):
             end = item
     assert end is not None and verifier.summary is not None
     replay.flush()
     replay.finish(end, origin)
-    replay.inbox_finish(end, verifier.summary.inbox)
+    if replay.inbox is not None:
+        replay.inbox.finish(end, verifier.summary.inbox)
     root = store.checkpoint().root
     if root != verifier.summary.log_root:
         raise RestoreError(end.line, "the rebuilt log's root is not the export's")
