@@ -35,7 +35,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.tiles import TileSource, bundle_bytes, note_checkpoint, tile_bytes
+from store.tiles import TileSource, leaf_level_bytes, note_checkpoint, tile_bytes
 from tlog.errors import VerificationError
 from tlog.tiles import new_bundles, new_tiles
 
@@ -163,9 +163,12 @@ def publish_tiles(source: TileSource, directory: str | os.PathLike[str]) -> Publ
     prev = old_size
     for size in sizes:
         for tile in new_tiles(prev, size):
-            writer.put(tile.path(), tile_bytes(source, tile))
-        for bundle in new_bundles(prev, size):
-            writer.put(bundle.path(), bundle_bytes(source, bundle))
+            if tile.level > 0:  # level 0: with its bundle, below
+                writer.put(tile.path(), tile_bytes(source, tile))
+        for bundle in new_bundles(prev, size):  # the new level-0 tiles are theirs
+            entries, leaves = leaf_level_bytes(source, bundle)
+            writer.put(bundle.tile.path(), leaves)
+            writer.put(bundle.path(), entries)
         prev = size
     writer.sync()
     _write_atomic(root / "checkpoint", note)

@@ -66,6 +66,7 @@ __all__ = [
     "TileSource",
     "TiledLog",
     "extent",
+    "leaf_level_bytes",
     "note_checkpoint",
     "tile_reads",
 ]
@@ -158,12 +159,10 @@ class TiledLog:
             raise NotFoundError(
                 f"{Bundle(index).path()} is beyond the checkpoint's tree of size {size}"
             )
-        entries, leaves = self.source.entries_and_leaves(start, TILE_WIDTH)
-        if len(entries) != TILE_WIDTH or len(leaves) != TILE_WIDTH:
-            raise CorruptError(f"bundle {Bundle(index).path()} came out with a wrong count")
+        bundle, tile = leaf_level_bytes(self.source, Bundle(index))
         return (
-            Resource(format_bundle(entries), TILE_TYPE, IMMUTABLE_CACHE),
-            Resource(b"".join(leaves), TILE_TYPE, IMMUTABLE_CACHE),
+            Resource(bundle, TILE_TYPE, IMMUTABLE_CACHE),
+            Resource(tile, TILE_TYPE, IMMUTABLE_CACHE),
         )
 
 
@@ -175,8 +174,22 @@ def extent(item: Tile | Bundle) -> int:
     return (item.index * TILE_WIDTH + item.width) << (TILE_HEIGHT * item.level)
 
 
+def leaf_level_bytes(source: TileSource, bundle: Bundle) -> tuple[bytes, bytes]:
+    """The bytes of ``bundle`` and of the level-0 tile of the same positions, from one read:
+    the entries and their leaf hashes, which the source checked against the log's stored
+    hashes (so that a tile and its bundle never disagree, even where a stored leaf hash is
+    corrupt: that read fails instead)."""
+    entries, leaves = source.entries_and_leaves(bundle.index * TILE_WIDTH, bundle.width)
+    if len(entries) != bundle.width or len(leaves) != bundle.width:
+        raise CorruptError(f"bundle {bundle.path()} came out with a wrong count")
+    return format_bundle(entries), b"".join(leaves)
+
+
 def tile_bytes(source: TileSource, tile: Tile) -> bytes:
-    """A tile's bytes from ``source``, checked to be exactly ``width × 32`` bytes."""
+    """A tile's bytes from ``source``, checked to be exactly ``width × 32`` bytes. A level-0
+    tile is its bundle's leaf hashes (:func:`leaf_level_bytes`)."""
+    if tile.level == 0:
+        return leaf_level_bytes(source, Bundle(tile.index, tile.width))[1]
     data = source.tile_hashes(tile.level, tile.index, tile.width)
     if len(data) != tile.data_size:
         raise CorruptError(f"tile {tile.path()} came out {len(data)} bytes, not {tile.data_size}")

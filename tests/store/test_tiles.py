@@ -171,6 +171,32 @@ def test_a_full_bundle_is_checked_by_its_subtree_root_and_gives_its_level_0_tile
         factory.close()
 
 
+def test_a_level_0_tile_never_disagrees_with_its_bundle(tmp_path: Path) -> None:
+    """A level-0 tile, partial or full, is its bundle's checked leaf hashes: a corrupt stored
+    leaf hash makes the tile's read fail (served: 500; published: refused), never serve a
+    tile that disagrees with the bundle of the same positions."""
+    factory = StoreFactory(Backend("sqlite", db=str(tmp_path / "s.db")), FakeClock())
+    try:
+        store = factory.open()
+        seal_runs(store, 0, 300)
+        store.sign_checkpoint()
+        log = TiledLog(StoreLog(store))
+        good = log.tile_or_bundle("tile/0/001.p/44", 300).body
+        assert good == b"".join(merkle.leaf_hash(h) for h in heads_of(store)[256:])
+        store._execute_for_test(  # type: ignore[attr-defined]
+            "UPDATE tree_hash SET hash = ? WHERE tenant = 'default' AND idx = ?",
+            (b"\x09" * 32, merkle.stored_hash_index(0, 290)),
+        )
+        for path in ("tile/0/001.p/44", "tile/entries/001.p/44"):
+            with pytest.raises(CorruptError, match="position 290 is not the log's leaf"):
+                log.tile_or_bundle(path, 300)
+        with pytest.raises(CorruptError, match="position 290 is not the log's leaf"):
+            publish_tiles(StoreLog(store), tmp_path / "www")
+        assert not (tmp_path / "www" / "checkpoint").exists()
+    finally:
+        factory.close()
+
+
 def test_tile_reads_on_every_backend(backend: Backend) -> None:
     factory = StoreFactory(backend, FakeClock())
     try:

@@ -284,8 +284,9 @@ def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not
     full, bundle = get(f"{url}/a/tile/0/000")[2], get(f"{url}/a/tile/entries/000")[2]
     partial = get(f"{url}/a/tile/0/002.p/88")
     assert (len(full), len(bundle), partial[0]) == (8192, 8704, 200)
-    # The full tile and the full bundle of positions 0..255 came from one read of both.
-    assert reads == [(-2, 0), (0, 2)]
+    # The full tile and the full bundle of positions 0..255 came from one read of both; a
+    # level-0 tile, partial too, is its bundle's checked leaf hashes (one read of both).
+    assert reads == [(-2, 0), (-2, 512)]
     # Served again: the same bytes and headers, without a store read.
     status, headers, again = get(f"{url}/a/tile/0/000")
     assert (status, again, headers["Cache-Control"]) == (200, full, IMMUTABLE_CACHE)
@@ -295,7 +296,7 @@ def test_full_tiles_are_cached_and_never_change_partials_and_checkpoints_are_not
     # A partial is read every time (never kept), with its short max-age.
     status, headers, body = get(f"{url}/a/tile/0/002.p/88")
     assert (status, body, headers["Cache-Control"]) == (200, partial[2], "public, max-age=5")
-    assert reads[-1] == (0, 2) and len(reads) == 3
+    assert reads[-1] == (-2, 512) and len(reads) == 3
     assert len(server.cache) == 2 and ("a", "tile/0/002.p/88") not in server.cache._items
     # A cached tile is only served within the latest checkpoint: tenant b (3 runs) has none.
     assert get(f"{url}/b/tile/0/000")[0] == 404
@@ -359,14 +360,14 @@ def test_a_tenants_reads_run_in_parallel_on_at_most_readers_handles(
     running = [0, 0]  # now, most at once
 
     class SlowLog(StoreLog):
-        def tile_hashes(self, level: int, index: int, width: int) -> bytes:
+        def entries_and_leaves(self, start: int, count: int) -> tuple[list[bytes], list[bytes]]:
             with lock:
                 running[0] += 1
                 running[1] = max(running)
             time.sleep(0.2)
             with lock:
                 running[0] -= 1
-            return super().tile_hashes(level, index, width)
+            return super().entries_and_leaves(start, count)
 
     def open_source(tenant: str) -> StoreLog:
         opened.append(tenant)
