@@ -194,9 +194,10 @@ examples:
 
 TILES = """\
 Writes every tenant's log as tlog-tiles files under DIR/<tenant>/ -- the same paths and bytes
-'tlog-store serve' answers -- for a static web server (docs/tiles.md has an nginx sample).
-Later runs extend the tree from the checkpoint DIR holds: the tiles and bundles of every
-checkpoint kept since, then the latest checkpoint. Each file is written to a temporary file,
+'tlog-store serve' answers -- for a static web server (docs/embedder-guide.md section 11 has
+an nginx configuration with the headers tlog-tiles asks for). Later runs extend the tree from
+the checkpoint DIR holds: the tiles and bundles of every checkpoint kept since, then the
+latest checkpoint. Each file is written to a temporary file,
 fsynced and renamed, and the checkpoint last, once every tile it needs is durable: a crash
 leaves the previous tree, which the next run completes. A file already there with other bytes,
 or a DIR checkpoint of another origin, a larger size or another root for its size, stops the
