@@ -189,10 +189,12 @@ SIGTERM or SIGINT:
 Only what the latest kept checkpoint covers is served (404 beyond it; 400 for a tile path
 that is not canonical); keep checkpoints with 'tlog-store checkpoint' or 'publish'. Full tiles
 are sent with Cache-Control: public, max-age=31536000, immutable; the checkpoint and partial
-tiles with max-age=5. A new checkpoint is served within a second. The full tiles and bundles
-served last are kept in memory (--cache-mb). Prints 'listening on URL' once it accepts
-connections, and one JSON line per request on standard error. Every tenant of the store is
-served (--tenant is not read). Needs the 'store' extra (aiohttp).
+tiles with max-age=5; every answer with Access-Control-Allow-Origin: * (a monitor in a
+browser may read the log). A new checkpoint is served within a second. The full tiles and
+bundles served last are kept in memory (--cache-mb). Prints 'listening on URL' once it
+accepts connections, and one JSON line per request on standard error. Every tenant of the
+store that keeps a checkpoint is served (--tenant is not read). Needs the 'store' extra
+(aiohttp).
 
 examples:
   tlog-store serve --db journal.db --listen 127.0.0.1:8080

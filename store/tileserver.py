@@ -17,7 +17,9 @@ docs/tiles.md's). ``HEAD`` is answered as ``GET`` without the body; other method
 percent-encoded path is not canonical); 404 for an unknown tenant (or one without a kept
 checkpoint: the body says which, when ``log_tenants`` is given), a resource beyond the latest
 checkpoint, or any other path; 500 when the store fails or holds what it must not (logged,
-with a generic body). Error bodies are one line of ``text/plain``.
+with a generic body). Error bodies are one line of ``text/plain``. Every answer, an error
+too, carries ``Access-Control-Allow-Origin: *``: the log is public and read-only, and a
+monitor running in a browser must be able to read it (and to read why a request failed).
 
 Where reads run. By default every read runs in a thread (``asyncio.to_thread``), never on the
 event loop. Each tenant has a pool of at most ``readers`` store handles (default
@@ -340,6 +342,7 @@ class TileServer:
             headers={
                 "Content-Type": resource.content_type,
                 "Cache-Control": resource.cache_control,
+                "Access-Control-Allow-Origin": "*",
             },
         )
 
@@ -369,6 +372,7 @@ def _error(status: int, message: str) -> web.Response:
         headers={
             "Content-Type": "text/plain; charset=utf-8",
             "Cache-Control": "no-store",
+            "Access-Control-Allow-Origin": "*",  # a browser's monitor may read why, too
         },
     )
 

@@ -109,6 +109,7 @@ def test_served_and_static_bytes_are_identical(
     for rel, data in files.items():
         status, headers, body = get(f"{url}/{rel}")
         assert (status, body) == (200, data), rel
+        assert headers["Access-Control-Allow-Origin"] == "*"  # a browser's monitor reads it
         if rel.endswith("/checkpoint"):
             assert headers["Content-Type"] == "text/plain; charset=utf-8"  # TT-1
             assert headers["Cache-Control"] == "public, max-age=5"
@@ -157,6 +158,7 @@ def test_statuses(db: str, servers: ServerThread, path: str, status: int) -> Non
     url = servers.serve(make_app(store_server(db)))
     got, headers, body = get(url + path)
     assert got == status, body
+    assert headers["Access-Control-Allow-Origin"] == "*"  # errors too: a browser reads why
     if status != 200:
         assert headers["Content-Type"] == "text/plain; charset=utf-8"
         assert body.endswith(b"\n") and body.count(b"\n") == 1
