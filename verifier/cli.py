@@ -371,9 +371,11 @@ Detections (status 1, the state is left as it was): the log goes back to a small
 roots for one size; a checkpoint inconsistent with the state; a tile or bundle that does not
 hash to the checkpoint (rewritten, cut, reordered); a checkpoint without a trusted log
 signature, with a bad signature of a trusted key, or short of the quorum. Each writes evidence
-into a new directory under --evidence DIR (default <state>.evidence): checkpoint.old,
-checkpoint.new, consistency-proof when one was computed, and reason, for a third party to
-check with 'tlog-verify consistency checkpoint.old checkpoint.new --proof consistency-proof'.
+into a new directory under --evidence DIR (default <state>.evidence): checkpoint.old (the
+state, if any), checkpoint.new and reason, plus consistency-proof for an inconsistent
+checkpoint only, for a third party to check with 'tlog-verify consistency checkpoint.old
+checkpoint.new' (adding '--proof consistency-proof' when that file exists; two roots for one
+size need no proof), or 'tlog-verify checkpoint checkpoint.new'.
 
 Without --once it runs a round every --interval S seconds (default 60), printing
 'ORIGIN size N ROOT' (--json: the round's report on one line) for each accepted round, until

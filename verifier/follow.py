@@ -32,11 +32,13 @@ allows. One round (:func:`follow_once`):
 
 On a detection (status 1) nothing is written over the state; instead the **evidence** goes to
 a new directory under ``--evidence DIR`` (default ``<state>.evidence``): ``checkpoint.old``
-(the state), ``checkpoint.new`` (what the log served), ``consistency-proof`` (when one was
-computed, one base64 hash per line) and ``reason`` (one line). A third party checks the two
-signed notes with ``tlog-verify consistency checkpoint.old checkpoint.new --proof
-consistency-proof --policy FILE`` (or ``tlog-verify checkpoint`` for each), trusting nothing
-of ours.
+(the state, when there is one), ``checkpoint.new`` (what the log served), ``reason`` (one
+line) and, only for a checkpoint inconsistent with the state, ``consistency-proof`` (the proof
+computed, one base64 hash per line). A third party checks the two signed notes, trusting
+nothing of ours, with ``tlog-verify consistency checkpoint.old checkpoint.new --policy FILE``,
+adding ``--proof consistency-proof`` when that file exists (two roots for one size need no
+proof; a log that went back is reported as a rollback), or ``tlog-verify checkpoint`` for
+each note.
 
 A fetch that fails (network, a status other than 200, a body over its limit) makes the round
 unusable (status 2): nothing was judged. ``Content-Encoding: gzip`` is decoded (within the same

@@ -156,6 +156,8 @@ def test_second_root_for_one_size(key: SignerKey, servers: ServerThread, tmp_pat
     evidence = evidence_of(report)
     assert (evidence / "checkpoint.old").read_bytes() == kept
     assert (evidence / "checkpoint.new").read_bytes() == fork.published()[-1]
+    # Equal sizes need no proof (the roots must be equal): the guide's command has no --proof.
+    assert not (evidence / "consistency-proof").exists()
     assert third_party(evidence, honest.log_vkey) == 1
 
 
@@ -190,7 +192,13 @@ def test_server_going_backwards(key: SignerKey, servers: ServerThread, tmp_path:
     code, report = run(back, store, state)
     assert code == 1
     assert "went back: it serves size 5, after size 9" in report["failure"]["message"]  # type: ignore[index]
-    assert (evidence_of(report) / "checkpoint.old").read_bytes() == store.published()[-1]
+    evidence = evidence_of(report)
+    assert (evidence / "checkpoint.old").read_bytes() == store.published()[-1]
+    # No proof is computed for a log that went back; the guide's command reports a rollback.
+    assert not (evidence / "consistency-proof").exists()
+    argv = ["consistency", str(evidence / "checkpoint.old"), str(evidence / "checkpoint.new")]
+    result = call_main(main, [*argv, "--log-vkey", store.log_vkey])
+    assert result.code == 1 and "rollback: the old checkpoint has size 9" in result.err
 
 
 def test_rewritten_tile(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
