@@ -387,7 +387,9 @@ def _check_entries(
             raise LocatedError(
                 "proof",
                 f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
-                "(entries rewritten, reordered or missing)",
+                # Either may be the one altered: a full level-0 tile off the tree's right
+                # edge is only checked here, against the bundle.
+                "(the bundle's entries or the tile were rewritten, reordered or cut)",
                 checkpoint_size=new.size,
             )
         if bundle.is_full:

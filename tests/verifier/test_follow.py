@@ -250,6 +250,26 @@ def test_bad_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, how: 
     assert run(url, store, state)[0] == 0
 
 
+def test_rewritten_level0_tile_is_not_blamed_on_the_entries(
+    key: SignerKey, servers: ServerThread, tmp_path: Path
+) -> None:
+    # Tile 0/000 of a 300-leaf tree is off the right edge: only the entry check reads it.
+    store = log(key, 300)
+    root = tmp_path / "www"
+    publish_tiles(StoreLog(store), root / "default")
+    tile = root / "default" / "tile" / "0" / "000"
+    data = bytearray(tile.read_bytes())
+    data[40] ^= 1
+    tile.write_bytes(bytes(data))
+    url = servers.serve(static_app(root)) + "/default/"
+    state = tmp_path / "state"
+    code, report = run(url, store, state, "--verify-entries")
+    assert code == 1, report
+    message = report["failure"]["message"]  # type: ignore[index]
+    assert "tile/entries/000 does not hash to its level-0 tile tile/0/000" in message
+    assert "the bundle's entries or the tile were rewritten" in message
+
+
 def test_unknown_key(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
     store = log(key, 3)
     stranger = log(generate_key(ORIGIN), 3)  # same origin, another key
