@@ -15,8 +15,9 @@ from store.api import JournalStore
 from store.cliparser import PLAIN, verb
 from store.open import open_store
 from store.tilefiles import publish_tiles
+from store.tilereads import TileReads
 from store.tiles import StoreLog, tile_reads
-from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_stdout
+from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_error, write_stdout
 
 if TYPE_CHECKING:
     from store.tileserver import TileServer  # aiohttp: imported only when serve runs
@@ -88,17 +89,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         handles.append(handle)
         return handle
 
-    def tenants() -> list[str]:
+    def reads() -> TileReads:
         # Any handle lists every tenant: the first one opened, or one for the listing.
-        return tile_reads(handles[0] if handles else open_handle("default")).tenants()
+        return tile_reads(handles[0] if handles else open_handle("default"))
 
     def tile_server() -> TileServer:
         return TileServer(
-            tenants,
+            lambda: reads().tenants(),
             lambda tenant: StoreLog(open_handle(tenant)),
             cache_bytes=cache,
             readers=readers,
             reads_in_loop=pg is None,
+            log_tenants=lambda: reads().log_tenants(),
             logger=request_logger(),
         )
 
@@ -123,6 +125,11 @@ def _cmd_tiles(args: argparse.Namespace) -> int:
     results = []
     with ui.open_store_of(args) as store:
         tenants = tile_reads(store).tenants()
+        logs = tile_reads(store).log_tenants()
+    # A tenant whose log has nothing published yet is not an error, but a silent skip looks
+    # like a tenant lost: say so, on stderr, so that stdout (and --json) stays the results.
+    for tenant in sorted(set(logs) - set(tenants)):
+        write_error("tlog-store", "tiles", f"skipped tenant {tenant}: no kept checkpoint")
     for tenant in tenants:
         with open_store(db=db, postgres=pg, tenant=tenant) as handle:
             done = publish_tiles(StoreLog(handle), os.path.join(out, tenant))
@@ -182,10 +189,12 @@ SIGTERM or SIGINT:
 Only what the latest kept checkpoint covers is served (404 beyond it; 400 for a tile path
 that is not canonical); keep checkpoints with 'tlog-store checkpoint' or 'publish'. Full tiles
 are sent with Cache-Control: public, max-age=31536000, immutable; the checkpoint and partial
-tiles with max-age=5. A new checkpoint is served within a second. The full tiles and bundles
-served last are kept in memory (--cache-mb). Prints 'listening on URL' once it accepts
-connections, and one JSON line per request on standard error. Every tenant of the store is
-served (--tenant is not read). Needs the 'store' extra (aiohttp).
+tiles with max-age=5; every answer with Access-Control-Allow-Origin: * (a monitor in a
+browser may read the log). A new checkpoint is served within a second. The full tiles and
+bundles served last are kept in memory (--cache-mb). Prints 'listening on URL' once it
+accepts connections, and one JSON line per request on standard error. Every tenant of the
+store that keeps a checkpoint is served (--tenant is not read). Needs the 'store' extra
+(aiohttp).
 
 examples:
   tlog-store serve --db journal.db --listen 127.0.0.1:8080
@@ -194,15 +203,18 @@ examples:
 
 TILES = """\
 Writes every tenant's log as tlog-tiles files under DIR/<tenant>/ -- the same paths and bytes
-'tlog-store serve' answers -- for a static web server (docs/tiles.md has an nginx sample).
-Later runs extend the tree from the checkpoint DIR holds: the tiles and bundles of every
-checkpoint kept since, then the latest checkpoint. Each file is written to a temporary file,
-fsynced and renamed, and the checkpoint last, once every tile it needs is durable: a crash
-leaves the previous tree, which the next run completes. A file already there with other bytes,
-or a DIR checkpoint of another origin, a larger size or another root for its size, stops the
-run with status 1 and writes nothing over it. Prints 'TENANT OLD_SIZE -> SIZE: N files' per
-tenant; --json prints {"tenants": [{tenant, old_size, size, written}]}. Every tenant of the
-store is published (--tenant is not read).
+'tlog-store serve' answers -- for a static web server (docs/embedder-guide.md section 11 has
+an nginx configuration with the headers tlog-tiles asks for). Later runs extend the tree from
+the checkpoint DIR holds: the tiles and bundles of every checkpoint kept since, then the
+latest checkpoint. Each file is written to a temporary file, fsynced and renamed, and the
+checkpoint last, once every tile it needs is durable: a crash leaves the previous tree, which
+the next run completes. A file already there with other bytes, or a DIR checkpoint of another
+origin, a larger size or another root for its size, stops the run with status 1 and writes
+nothing over it. Prints 'TENANT OLD_SIZE -> SIZE: N files' per tenant, N the tiles and
+bundles written (the checkpoint file is not counted); --json prints {"tenants": [{tenant,
+old_size, size, written}]}. Every tenant of the store that keeps a checkpoint is published
+(--tenant is not read); one that keeps none yet is skipped, with 'tlog-store: tiles: skipped
+tenant T: no kept checkpoint' on standard error.
 
 examples:
   tlog-store tiles --db journal.db --out /srv/www/journal

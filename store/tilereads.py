@@ -20,7 +20,9 @@ cost that does not grow with the log:
   bundle's level-0 tile: one read serves both.
 * :meth:`TileReads.latest_note` — the latest kept checkpoint note, by size (one row), and
   :meth:`TileReads.kept_sizes`, the sizes of the kept checkpoints after a size.
-* :meth:`TileReads.tenants` — every tenant of the database that keeps a checkpoint.
+* :meth:`TileReads.tenants` — every tenant of the database that keeps a checkpoint, and
+  :meth:`TileReads.log_tenants`, every one whose log exists (kept checkpoint or not): the
+  difference is the tenants that have nothing published yet.
 """
 
 from __future__ import annotations
@@ -170,6 +172,19 @@ class TileReads(SQLCore):
             lambda tx: tx.all("SELECT DISTINCT tenant FROM checkpoint ORDER BY tenant")
         )
         return [stored_text(r[0], "tenant") for r in rows]
+
+    def log_tenants(self) -> list[str]:
+        """Every tenant of this database whose log exists -- it sealed a run or kept a
+        checkpoint -- bytewise order: one short query (``log_state`` has a row per log). The
+        inbox logs (``<tenant>/inbox``) are not tenants and are left out."""
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT tenant FROM log_state UNION SELECT DISTINCT tenant FROM checkpoint"
+                " ORDER BY tenant"
+            )
+        )
+        names = (stored_text(r[0], "tenant") for r in rows)
+        return [n for n in names if "/" not in n]
 
 
 def _stored_indexes(height: int, first: int, count: int) -> list[int]:

@@ -15,9 +15,11 @@ What each answers, its ``Content-Type`` and ``Cache-Control`` are :mod:`store.ti
 docs/tiles.md's). ``HEAD`` is answered as ``GET`` without the body; other methods 405. Statuses:
 200; 400 for a tile path that is not the canonical spelling (read from the raw path: a
 percent-encoded path is not canonical); 404 for an unknown tenant (or one without a kept
-checkpoint), a resource beyond the latest checkpoint, or any other path; 500 when the store
-fails or holds what it must not (logged, with a generic body). Error bodies are one line of
-``text/plain``.
+checkpoint: the body says which, when ``log_tenants`` is given), a resource beyond the latest
+checkpoint, or any other path; 500 when the store fails or holds what it must not (logged,
+with a generic body). Error bodies are one line of ``text/plain``. Every answer, an error
+too, carries ``Access-Control-Allow-Origin: *``: the log is public and read-only, and a
+monitor running in a browser must be able to read it (and to read why a request failed).
 
 Where reads run. By default every read runs in a thread (``asyncio.to_thread``), never on the
 event loop. Each tenant has a pool of at most ``readers`` store handles (default
@@ -167,11 +169,13 @@ class _Readers:
 class TileServer:
     """The handlers' state: tenants, their handles, the cached latest checkpoints and tiles.
 
-    ``tenants()`` lists the tenants to serve; ``open_source(tenant)`` gives one's
-    :class:`~store.tiles.TileSource` (called in a thread, once per handle of the tenant's pool:
-    at most ``readers`` times). ``cache_bytes`` bounds the full tiles and bundles kept (0:
-    none). ``reads_in_loop``: read on the event loop, one handle per tenant (see the module
-    docstring: for SQLite). ``clock`` is monotonic seconds.
+    ``tenants()`` lists the tenants to serve; ``log_tenants()``, when given, every tenant
+    whose log exists, published or not, so that a request for one without a kept checkpoint
+    is told so rather than "no log" (read along with ``tenants()``, as rarely).
+    ``open_source(tenant)`` gives one's :class:`~store.tiles.TileSource` (called in a thread,
+    once per handle of the tenant's pool: at most ``readers`` times). ``cache_bytes`` bounds
+    the full tiles and bundles kept (0: none). ``reads_in_loop``: read on the event loop, one
+    handle per tenant (see the module docstring: for SQLite). ``clock`` is monotonic seconds.
     """
 
     def __init__(
@@ -183,6 +187,7 @@ class TileServer:
         readers: int = DEFAULT_READERS,
         cache_bytes: int = 0,
         reads_in_loop: bool = False,
+        log_tenants: Callable[[], list[str]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -191,6 +196,7 @@ class TileServer:
         if readers < 1:
             raise UsageError("a tenant needs at least one reader")
         self._list_tenants = tenants
+        self._list_logs = log_tenants
         self._open_source = open_source
         self._ttl = ttl
         self._readers = readers
@@ -199,6 +205,7 @@ class TileServer:
         self._clock = clock
         self.logger = logger or logging.getLogger(LOGGER_NAME)
         self._known: set[str] = set()
+        self._unpublished: set[str] = set()  # logs without a kept checkpoint
         self._listed_at: float | None = None
         self._pools: dict[str, _Readers] = {}
         self._latest: dict[str, tuple[float, Resource, int]] = {}
@@ -221,8 +228,10 @@ class TileServer:
             if tenant not in self._known and (
                 self._listed_at is None or now - self._listed_at >= self._ttl
             ):
-                self._known = set(await asyncio.to_thread(self._list_tenants))
+                self._known, self._unpublished = await asyncio.to_thread(self._listing)
                 self._listed_at = now
+            if tenant in self._unpublished:
+                raise NotFoundError(f"the tenant {tenant!r} has no kept checkpoint yet")
             if tenant not in self._known:
                 raise NotFoundError(f"no log for the tenant {tenant!r}")
 
@@ -234,6 +243,12 @@ class TileServer:
             )
             self._pools[tenant] = pool
             return pool
+
+    def _listing(self) -> tuple[set[str], set[str]]:
+        """The tenants served, and those whose log exists without a kept checkpoint."""
+        known = set(self._list_tenants())
+        logs = set() if self._list_logs is None else set(self._list_logs())
+        return known, logs - known
 
     async def _checkpoint(self, tenant: str, pool: _Readers) -> tuple[Resource, int]:
         now = self._clock()
@@ -327,6 +342,7 @@ class TileServer:
             headers={
                 "Content-Type": resource.content_type,
                 "Cache-Control": resource.cache_control,
+                "Access-Control-Allow-Origin": "*",
             },
         )
 
@@ -353,7 +369,11 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(
         status=status,
         body=(line + "\n").encode("utf-8"),
-        headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
+        headers={
+            "Content-Type": "text/plain; charset=utf-8",
+            "Cache-Control": "no-store",
+            "Access-Control-Allow-Origin": "*",  # a browser's monitor may read why, too
+        },
     )
 
 

@@ -10,7 +10,8 @@ Verbs (``docs/auditor-guide.md`` explains each check and what a verdict means)::
     tlog-verify checkpoint NOTE    TRUST [--origin O] TIME [--json]
     tlog-verify consistency OLD NEW [--proof FILE] TRUST [--origin O] TIME [--json]
     tlog-verify follow URL         TRUST --state FILE [--evidence DIR] [--once] [--interval S]
-                                   [--verify-entries] [--timeout S] [--no-progress] TIME [--json]
+                                   [--verify-entries [--check-tiles]] [--timeout S] [--no-progress]
+                                   TIME [--json]
 
     TRUST: --policy FILE [--log-vkey VKEY]
            | --log-vkey VKEY [--witness VKEY --witness VKEY ... --quorum K]
@@ -216,7 +217,8 @@ def _cmd_follow(args: argparse.Namespace) -> Report:
                 state=state,
                 time_policy=_time_policy(args),  # the clock of this round
                 evidence=evidence,
-                verify_entries=args.verify_entries,
+                verify_entries=args.verify_entries or args.check_tiles,
+                check_tiles=args.check_tiles,
                 progress=bar,
                 timeout=float(timeout or DEFAULT_FOLLOW_TIMEOUT),
             )
@@ -365,15 +367,20 @@ the --state FILE (none yet: the first checkpoint that verifies is accepted). Con
 proved from the tiles: only those the proof needs are fetched, and they must hash to the new
 checkpoint's root. --verify-entries also fetches the entry bundles of the new positions and
 checks that they extend the accepted tree to the new root (a progress bar on a terminal when
-catching up). The accepted checkpoint is written to --state atomically; it never moves back.
+catching up); a full bundle's level-0 tile is its leaf hashes and is not fetched, unless
+--check-tiles asks that every new level-0 tile be fetched and checked against its bundle
+too (the tiles clients' inclusion proofs read; twice the requests). The accepted checkpoint
+is written to --state atomically; it never moves back.
 
 Detections (status 1, the state is left as it was): the log goes back to a smaller size; two
 roots for one size; a checkpoint inconsistent with the state; a tile or bundle that does not
 hash to the checkpoint (rewritten, cut, reordered); a checkpoint without a trusted log
 signature, with a bad signature of a trusted key, or short of the quorum. Each writes evidence
-into a new directory under --evidence DIR (default <state>.evidence): checkpoint.old,
-checkpoint.new, consistency-proof when one was computed, and reason, for a third party to
-check with 'tlog-verify consistency checkpoint.old checkpoint.new --proof consistency-proof'.
+into a new directory under --evidence DIR (default <state>.evidence): checkpoint.old (the
+state, if any), checkpoint.new and reason, plus consistency-proof for an inconsistent
+checkpoint only, for a third party to check with 'tlog-verify consistency checkpoint.old
+checkpoint.new' (adding '--proof consistency-proof' when that file exists; two roots for one
+size need no proof), or 'tlog-verify checkpoint checkpoint.new'.
 
 Without --once it runs a round every --interval S seconds (default 60), printing
 'ORIGIN size N ROOT' (--json: the round's report on one line) for each accepted round, until
@@ -460,6 +467,12 @@ def _follow_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", metavar="S", help="seconds between rounds (default 60)")
     p.add_argument(
         "--verify-entries", action="store_true", help="check the entry bundles of new positions"
+    )
+    p.add_argument(
+        "--check-tiles",
+        action="store_true",
+        help="also fetch every new level-0 tile and check it against its bundle "
+        "(implies --verify-entries; twice the requests)",
     )
     p.add_argument(
         "--timeout", metavar="S", help=f"seconds per request (default {DEFAULT_FOLLOW_TIMEOUT:g})"

@@ -23,20 +23,25 @@ allows. One round (:func:`follow_once`):
 3. With ``--verify-entries``, fetch the entry bundles of the new positions and check that they
    extend the accepted tree to the new root: the accepted tree's perfect subtrees (read from
    the tiles, folded to the state's root) and the new entries' leaf hashes, appended in order,
-   must fold to the new checkpoint's root. A bundle that is cut, reordered or rewritten fails,
-   named by comparing its leaf hashes with its level-0 tile. Without a state every entry from
-   0 is checked (a progress bar on a terminal).
+   must fold to the new checkpoint's root. A bundle that is cut, reordered or rewritten fails:
+   a full bundle's leaf hashes are its level-0 tile, which is not fetched, so its root is
+   compared with the one the level-1 tile holds; a partial bundle's leaf hashes with the
+   partial level-0 tile the root check read. With ``--check-tiles`` every new level-0 tile is
+   fetched and compared with its bundle too (the tiles clients' inclusion proofs read). Without
+   a state every entry from 0 is checked (a progress bar on a terminal).
 4. Only then the new note becomes the state, written atomically (a temporary file, fsynced,
    renamed). The state never moves backwards: a smaller or different checkpoint is never
    written over it.
 
 On a detection (status 1) nothing is written over the state; instead the **evidence** goes to
 a new directory under ``--evidence DIR`` (default ``<state>.evidence``): ``checkpoint.old``
-(the state), ``checkpoint.new`` (what the log served), ``consistency-proof`` (when one was
-computed, one base64 hash per line) and ``reason`` (one line). A third party checks the two
-signed notes with ``tlog-verify consistency checkpoint.old checkpoint.new --proof
-consistency-proof --policy FILE`` (or ``tlog-verify checkpoint`` for each), trusting nothing
-of ours.
+(the state, when there is one), ``checkpoint.new`` (what the log served), ``reason`` (one
+line) and, only for a checkpoint inconsistent with the state, ``consistency-proof`` (the proof
+computed, one base64 hash per line). A third party checks the two signed notes, trusting
+nothing of ours, with ``tlog-verify consistency checkpoint.old checkpoint.new --policy FILE``,
+adding ``--proof consistency-proof`` when that file exists (two roots for one size need no
+proof; a log that went back is reported as a rollback), or ``tlog-verify checkpoint`` for
+each note.
 
 A fetch that fails (network, a status other than 200, a body over its limit) makes the round
 unusable (status 2): nothing was judged. ``Content-Encoding: gzip`` is decoded (within the same
@@ -349,6 +354,7 @@ def _check_entries(
     old: Checkpoint | None,
     new: Checkpoint,
     progress: Callable[[int, int], None] | None,
+    check_tiles: bool = False,
 ) -> int:
     """Check the entries of positions [old size, new size) against the new root; their count.
 
@@ -359,7 +365,9 @@ def _check_entries(
     new root (and, with a state, the consistency proof from the old one), and the root reads
     the top of each chain: so the entries are the leaves of the signed tree. Bundles (and a
     level-0 tile the reader holds no copy of, for a partial bundle) are fetched ahead over
-    the fetcher's connections while earlier ones are hashed."""
+    the fetcher's connections while earlier ones are hashed. With ``check_tiles`` every new
+    level-0 tile is fetched too and must be its bundle's leaf hashes: the tiles a client's
+    inclusion proof reads are checked, at twice the requests."""
     start = 0 if old is None else old.size
     if old is not None and _fold(_frontier(reader, start)) != old.root:
         raise LocatedError(
@@ -373,7 +381,7 @@ def _check_entries(
     paths: list[tuple[str, int]] = []
     for bundle in bundles:
         paths.append((bundle.path(), _MAX_BUNDLE))
-        if not bundle.is_full and bundle.tile not in reader.tiles:
+        if (check_tiles or not bundle.is_full) and bundle.tile not in reader.tiles:
             paths.append((bundle.tile.path(), FULL_TILE_SIZE))
     fetched = reader.fetcher.get_many(paths)
     roots: dict[int, bytes] = {}  # index -> root of a full tile of the level just checked
@@ -381,14 +389,16 @@ def _check_entries(
     for bundle in bundles:
         data = next(fetched)
         tile = bundle.tile
-        if not bundle.is_full and tile not in reader.tiles:
+        if (check_tiles or not bundle.is_full) and tile not in reader.tiles:
             reader.add(tile, next(fetched))
         leaves = _leaf_tile(bundle, data)
         if tile in reader.tiles and leaves != reader.read_tile(tile):
             raise LocatedError(
                 "proof",
                 f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
-                "(entries rewritten, reordered or missing)",
+                # Either may be the one altered: a full level-0 tile off the tree's right
+                # edge is only checked here, against the bundle.
+                "(the bundle's entries or the tile were rewritten, reordered or cut)",
                 checkpoint_size=new.size,
             )
         if bundle.is_full:
@@ -413,8 +423,8 @@ def _check_entries(
                         raise LocatedError(
                             "proof",
                             f"{Bundle(below.index, TILE_WIDTH).path()} does not hash to the"
-                            f" root tile {tile.path()} holds at position {i} (entries"
-                            " rewritten, reordered or missing)",
+                            f" root tile {tile.path()} holds at position {i} (the bundle's"
+                            " entries or the tile were rewritten, reordered or cut)",
                             checkpoint_size=new.size,
                         )
                     raise LocatedError(
@@ -455,6 +465,7 @@ def _judge_round(
     verify_entries: bool,
     progress: Callable[[int, int], None] | None,
     report: Report,
+    check_tiles: bool = False,
 ) -> bytes:
     old = None if held is None else _checkpoint_of(held)
     note = fetcher.get("checkpoint", MAX_NOTE_SIZE)
@@ -517,7 +528,7 @@ def _judge_round(
             )
     if verify_entries and new.size > (0 if old is None else old.size):
         try:
-            count = _check_entries(reader, old, new, progress)
+            count = _check_entries(reader, old, new, progress, check_tiles)
         except LocatedError as e:
             raise _Detected(e, Evidence(str(e), held, note)) from None
         report.check("entries", "entry bundles extend the tree to the new root", count, "entries")
@@ -540,10 +551,13 @@ def follow_once(
     time_policy: TimePolicy | None = None,
     evidence: str | os.PathLike[str] | None = None,
     verify_entries: bool = False,
+    check_tiles: bool = False,
     progress: Callable[[int, int], None] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Report:
     """One round of following the log at ``url`` (module docstring); its report.
+    ``check_tiles`` (with ``verify_entries``): every new level-0 tile is fetched and compared
+    with its bundle's leaf hashes too.
 
     Valid: the served checkpoint was accepted (or is the state again) and is the state now.
     Invalid (status 1): a detection, whose evidence directory is the fact ``evidence``.
@@ -556,7 +570,9 @@ def follow_once(
     try:
         fetcher = Fetcher(url, timeout=timeout)
         held = _read_state(state_path)
-        note = _judge_round(fetcher, policy, time_policy, held, verify_entries, progress, report)
+        note = _judge_round(
+            fetcher, policy, time_policy, held, verify_entries, progress, report, check_tiles
+        )
     except _Detected as d:
         where = d.evidence.write(evidence_dir)
         report.facts["evidence"] = str(where)

@@ -213,11 +213,14 @@ def test_tile_reads_on_every_backend(backend: Backend) -> None:
         assert reads.tile_hashes(0, 1, 46) == b"".join(leaves[256:302])
         assert reads.tile_hashes(1, 0, 1) == a.tree_root(256)
         assert reads.sealed_heads(255, 3) == heads_of(a)[255:258]
+        c = factory.open("c")
+        seal_runs(c, 0, 1)  # a log, nothing published
         assert reads.tenants() == ["a", "b"]
+        assert reads.log_tenants() == ["a", "b", "c"]
         assert reads.kept_sizes() == [300, 302]
         assert reads.kept_sizes(300) == [302]
         assert reads.latest_note() == a.published()[-1]
-        assert tile_reads(factory.open("c")).latest_note() is None
+        assert tile_reads(c).latest_note() is None
     finally:
         factory.close()
 

@@ -78,14 +78,29 @@ def store_server(db: str, ttl: float = 1.0) -> TileServer:
         with open_store(db=db) as s:
             return StoreLog(s).store.tenants()
 
-    return TileServer(tenants, lambda t: StoreLog(open_store(db=db, tenant=t)), ttl=ttl)
+    def log_tenants() -> list[str]:
+        with open_store(db=db) as s:
+            return StoreLog(s).store.log_tenants()
+
+    return TileServer(
+        tenants,
+        lambda t: StoreLog(open_store(db=db, tenant=t)),
+        ttl=ttl,
+        log_tenants=log_tenants,
+    )
+
+
+# What `tlog-store tiles` says on stderr of the template's tenant c, which it does not publish.
+SKIPPED_C = "tlog-store: tiles: skipped tenant c: no kept checkpoint\n"
 
 
 def test_served_and_static_bytes_are_identical(
     db: str, tmp_path: Path, servers: ServerThread
 ) -> None:
     out = tmp_path / "www"
-    printed = expect_ok(call_main(main, ["tiles", "--db", db, "--out", str(out)]))
+    code, printed, err = call_main(main, ["tiles", "--db", db, "--out", str(out)])
+    assert (code, err) == (0, SKIPPED_C)
+    # The file counts are of tiles and bundles: the checkpoint file is not counted.
     assert printed == b"a 0 -> 600: 12 files\nb 0 -> 3: 2 files\n"
     assert sorted(p.name for p in out.iterdir()) == ["a", "b"]  # c keeps no checkpoint
     url = servers.serve(make_app(store_server(db)))
@@ -94,6 +109,7 @@ def test_served_and_static_bytes_are_identical(
     for rel, data in files.items():
         status, headers, body = get(f"{url}/{rel}")
         assert (status, body) == (200, data), rel
+        assert headers["Access-Control-Allow-Origin"] == "*"  # a browser's monitor reads it
         if rel.endswith("/checkpoint"):
             assert headers["Content-Type"] == "text/plain; charset=utf-8"  # TT-1
             assert headers["Cache-Control"] == "public, max-age=5"
@@ -142,9 +158,33 @@ def test_statuses(db: str, servers: ServerThread, path: str, status: int) -> Non
     url = servers.serve(make_app(store_server(db)))
     got, headers, body = get(url + path)
     assert got == status, body
+    assert headers["Access-Control-Allow-Origin"] == "*"  # errors too: a browser reads why
     if status != 200:
         assert headers["Content-Type"] == "text/plain; charset=utf-8"
         assert body.endswith(b"\n") and body.count(b"\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/c/checkpoint", b"the tenant 'c' has no kept checkpoint yet\n"),
+        ("/c/tile/0/000.p/1", b"the tenant 'c' has no kept checkpoint yet\n"),
+        ("/nobody/checkpoint", b"no log for the tenant 'nobody'\n"),
+    ],
+)
+def test_a_tenant_without_a_kept_checkpoint_is_told_apart_from_none(
+    db: str, servers: ServerThread, path: str, message: bytes
+) -> None:
+    url = servers.serve(make_app(store_server(db)))
+    assert get(url + path)[::2] == (404, message)
+
+
+def test_without_log_tenants_a_tenant_without_a_checkpoint_has_no_log(
+    db: str, servers: ServerThread
+) -> None:
+    server = TileServer(lambda: ["a", "b"], lambda t: StoreLog(open_store(db=db, tenant=t)))
+    url = servers.serve(make_app(server))
+    assert get(f"{url}/c/checkpoint")[::2] == (404, b"no log for the tenant 'c'\n")
 
 
 def test_head_and_other_methods(db: str, servers: ServerThread) -> None:
@@ -171,8 +211,9 @@ def test_a_new_checkpoint_and_a_new_tenant_are_served(
 
 def test_tiles_json_and_a_second_run(db: str, tmp_path: Path) -> None:
     out = str(tmp_path / "www")
-    expect_ok(call_main(main, ["tiles", "--db", db, "--out", out]))
-    printed = expect_ok(call_main(main, ["tiles", "--db", db, "--out", out, "--json"]))
+    assert call_main(main, ["tiles", "--db", db, "--out", out]).err == SKIPPED_C
+    code, printed, err = call_main(main, ["tiles", "--db", db, "--out", out, "--json"])
+    assert (code, err) == (0, SKIPPED_C)  # stdout stays the JSON document alone
     assert json.loads(printed) == {
         "tenants": [
             {"tenant": "a", "old_size": 600, "size": 600, "written": 0},
@@ -187,6 +228,9 @@ def test_tiles_refuses_to_overwrite_other_bytes(db: str, tmp_path: Path) -> None
     tile.parent.mkdir(parents=True)
     tile.write_bytes(b"x" * 96)
     result = call_main(main, ["tiles", "--db", db, "--out", str(out)])
+    # The skipped tenant is said first (before any tenant is written), then the error alone.
+    assert result.err.startswith(SKIPPED_C)
+    result = result._replace(err=result.err.removeprefix(SKIPPED_C))
     one_error_line(result, 1, "tlog-store: tiles: ")
     assert "other bytes" in result.err
     assert not (out / "b" / "checkpoint").exists()

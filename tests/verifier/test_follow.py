@@ -156,6 +156,8 @@ def test_second_root_for_one_size(key: SignerKey, servers: ServerThread, tmp_pat
     evidence = evidence_of(report)
     assert (evidence / "checkpoint.old").read_bytes() == kept
     assert (evidence / "checkpoint.new").read_bytes() == fork.published()[-1]
+    # Equal sizes need no proof (the roots must be equal): the guide's command has no --proof.
+    assert not (evidence / "consistency-proof").exists()
     assert third_party(evidence, honest.log_vkey) == 1
 
 
@@ -190,7 +192,13 @@ def test_server_going_backwards(key: SignerKey, servers: ServerThread, tmp_path:
     code, report = run(back, store, state)
     assert code == 1
     assert "went back: it serves size 5, after size 9" in report["failure"]["message"]  # type: ignore[index]
-    assert (evidence_of(report) / "checkpoint.old").read_bytes() == store.published()[-1]
+    evidence = evidence_of(report)
+    assert (evidence / "checkpoint.old").read_bytes() == store.published()[-1]
+    # No proof is computed for a log that went back; the guide's command reports a rollback.
+    assert not (evidence / "consistency-proof").exists()
+    argv = ["consistency", str(evidence / "checkpoint.old"), str(evidence / "checkpoint.new")]
+    result = call_main(main, [*argv, "--log-vkey", store.log_vkey])
+    assert result.code == 1 and "rollback: the old checkpoint has size 9" in result.err
 
 
 def test_rewritten_tile(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
@@ -262,10 +270,33 @@ def test_bad_full_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, 
     message = report["failure"]["message"]  # type: ignore[index]
     assert message.endswith(
         "tile/entries/000 does not hash to the root tile tile/1/000.p/1 holds at position 0"
-        " (entries rewritten, reordered or missing)"
+        " (the bundle's entries or the tile were rewritten, reordered or cut)"
     ), message
     assert not state.exists()
     assert run(url, store, state)[0] == 0  # the tiles and checkpoint are fine
+
+
+def test_rewritten_level0_tile_is_not_blamed_on_the_entries(
+    key: SignerKey, servers: ServerThread, tmp_path: Path
+) -> None:
+    # Tile 0/000 of a 300-leaf tree is off the right edge: only the entry check reads it.
+    store = log(key, 300)
+    root = tmp_path / "www"
+    publish_tiles(StoreLog(store), root / "default")
+    tile = root / "default" / "tile" / "0" / "000"
+    data = bytearray(tile.read_bytes())
+    data[40] ^= 1
+    tile.write_bytes(bytes(data))
+    url = servers.serve(static_app(root)) + "/default/"
+    state = tmp_path / "state"
+    code, report = run(url, store, state, "--check-tiles")
+    assert code == 1, report
+    message = report["failure"]["message"]  # type: ignore[index]
+    assert "tile/entries/000 does not hash to its level-0 tile tile/0/000" in message
+    assert "the bundle's entries or the tile were rewritten" in message
+    # --verify-entries alone does not read that tile (the bundle is its leaf hashes): the
+    # entries and the tiles the checkpoint's root reads are right, so the round is valid.
+    assert run(url, store, state, "--verify-entries")[0] == 0
 
 
 def test_unknown_key(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
