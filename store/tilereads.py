@@ -167,11 +167,14 @@ class TileReads(SQLCore):
         return [stored_int(r[0], "checkpoint size") for r in rows]
 
     def tenants(self) -> list[str]:
-        """Every tenant of this database that keeps at least one checkpoint, bytewise order."""
+        """Every tenant of this database that keeps at least one checkpoint of its journal's
+        log, bytewise order. An inbox log's checkpoints (kept under ``<tenant>/inbox``, a name
+        no tenant can have) are not a tenant's: they are left out."""
         rows = self._read(
             lambda tx: tx.all("SELECT DISTINCT tenant FROM checkpoint ORDER BY tenant")
         )
-        return [stored_text(r[0], "tenant") for r in rows]
+        names = (stored_text(r[0], "tenant") for r in rows)
+        return [n for n in names if "/" not in n]
 
     def log_tenants(self) -> list[str]:
         """Every tenant of this database whose log exists -- it sealed a run or kept a

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import Append, JournalStore, open_in_memory
+from store import Append, JournalStore, make_event, open_in_memory
 from store.errors import CorruptError
 from store.tilefiles import TEMP_PREFIX, publish_tiles
 from store.tiles import (
@@ -216,6 +216,10 @@ def test_tile_reads_on_every_backend(backend: Backend) -> None:
         c = factory.open("c")
         seal_runs(c, 0, 1)  # a log, nothing published
         assert reads.tenants() == ["a", "b"]
+        # An inbox log's checkpoints (kept as "a/inbox") are not a tenant's.
+        a.inbox.buffer(make_event("src", "1", "Paid", [("order", "1")], {}))
+        a.inbox.sign_checkpoint()
+        assert reads.tenants() == ["a", "b"] and "a/inbox" not in reads.log_tenants()
         assert reads.log_tenants() == ["a", "b", "c"]
         assert reads.kept_sizes() == [300, 302]
         assert reads.kept_sizes(300) == [302]
