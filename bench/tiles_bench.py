@@ -266,6 +266,27 @@ def run(*, quick: bool, peers_enabled: bool = True, peer_build_limit_s: float = 
                     "",
                 )
             )
+            # --check-tiles: the level-0 tiles fetched and compared too (twice the requests).
+            _log(f"follow --check-tiles from nothing, {size:,} entries")
+            began = perf_counter()
+            checked = follow_once(
+                f"{server.url}/default/",
+                policy=policy,
+                state=directory / "state-check-tiles",
+                verify_entries=True,
+                check_tiles=True,
+            )
+            check_s = perf_counter() - began
+            assert checked.valid, checked.render_text()
+            section.rows.append(
+                (
+                    f"  with --check-tiles ({checked.facts['requests']} requests), wall",
+                    f"{check_s:.2f} s",
+                    "hashing floor",
+                    f"{floor_s:.2f} s",
+                    f"{check_s / floor_s:.2f}",
+                )
+            )
             section.targets.append(
                 (
                     f"follow --verify-entries catch-up at >= 50% of the hashing floor's speed "
