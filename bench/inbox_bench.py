@@ -59,6 +59,11 @@ afterwards; when no server answers, the report says so and measures SQLite alone
     bulk load is estimated (from the previous one's rate) beyond
     :attr:`Config.pg_build_budget_s` is skipped, and the report says so.
 
+The schema's ceiling (SQLite): :class:`RowsFloor` writes exactly the rows ``buffer`` writes, one
+event a durable transaction, by bare sqlite3 with every row computed beforehand, beside the
+floor: how much of the gap to the floor is the schema's (its pages and indexes) and how much
+the store's code.
+
 Targets (SQLite): buffering one event at a time >= 60% of the durable-commit rate measured in
 the same run; buffering at batch 100 >= 20,000 events/s; a claim at 1,000,000 live events
 <= 2 ms (median, both kinds of claim).
@@ -257,6 +262,69 @@ class PageFloor:
         self.conn.close()
 
 
+class RowsFloor:
+    """SQLite only: the rows ``buffer`` writes for one event — the same tables and indexes,
+    the same values (:func:`backlog_rows`, the inbox log's stored hashes and its size), each
+    event in its own durable transaction that first reads the log's size and probes the
+    dedup key, as ``buffer`` does — written by bare sqlite3 with every row computed
+    beforehand: what this schema costs the disk and SQLite, with none of the store's code.
+    A separate store file (``rows.db``), grown to ``start`` events through the API."""
+
+    def __init__(self, directory: Path, key: Any, start: int) -> None:
+        self.target = sqlite_target(directory, "rows", key)
+        self.backlog = Backlog()
+        store = self.target.open(key)
+        try:
+            build_via_api(inbox_of(store), self.backlog, start, 1_000)
+        finally:
+            store.close()
+        self.conn = self.target.dialect().connect()
+
+    def rate(self, n: int) -> float:
+        """Events per second over the next ``n`` events."""
+        lo = self.backlog.size
+        events = [log_event(p) for p in range(lo, lo + n)]
+        received = [int(time.time())] * n
+        leaves = self.backlog.add(events, received)
+        rows = backlog_rows(events, lo, received)
+        matches: dict[int, list[tuple[Any, ...]]] = {}
+        for row in rows["inbox_match"]:
+            matches.setdefault(row[4], []).append(row)
+        tree = self.backlog.tree.hashes
+        per_event = []
+        for i, event_row in enumerate(rows["inbox_event"]):
+            first, end = merkle.stored_hash_count(lo + i), merkle.stored_hash_count(lo + i + 1)
+            hashes = [(INBOX_LOG, first + j, tree[first + j]) for j in range(end - first)]
+            per_event.append((event_row, matches[lo + i], hashes, lo + i + 1))
+        del leaves
+        event_sql = (
+            f"INSERT INTO inbox_event ({', '.join(EVENT_INSERT)})"
+            f" VALUES ({', '.join('?' * len(EVENT_INSERT))})"
+        )
+        match_sql = (
+            f"INSERT INTO inbox_match ({', '.join(MATCH_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        conn = self.conn
+        gc.collect()
+        start = perf_counter()
+        for event_row, match_rows, hashes, size in per_event:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "SELECT size, (SELECT position FROM inbox_event WHERE tenant = ? AND source = ?"
+                " AND id = ?) FROM log_state WHERE tenant = ?",
+                (TENANT, event_row[1], event_row[2], INBOX_LOG),
+            ).fetchone()
+            conn.execute(event_sql, event_row)
+            conn.executemany(match_sql, match_rows)
+            conn.executemany("INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)", hashes)
+            conn.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (size, INBOX_LOG))
+            conn.execute("COMMIT")
+        return n / (perf_counter() - start)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def pages_per_buffer(inbox: Inbox, db: str, n: int = 50) -> float:
     """WAL frames (pages) one ``buffer`` commits, on average over ``n`` (SQLite): the WAL is
     restarted first (a RESTART checkpoint: the next commit writes from its start, the file
@@ -344,9 +412,15 @@ def measure_throughput(target: Target, directory: Path, key: Any, c: Config) -> 
             result.pages = pages_per_buffer(inbox, target.db)
             positions.extend(range(len(positions), len(positions) + 50))
             pages = PageFloor(directory, round(result.pages))
-            for _ in range(c.runs):
-                result.rates.setdefault("floor after", []).append(floor.rate(c.floor_commits))
-                result.rates.setdefault("pages", []).append(pages.rate(c.floor_commits))
+            rows = RowsFloor(directory, key, c.buffers[1])
+            try:
+                for _ in range(c.runs):
+                    f = floor.rate(c.floor_commits)
+                    result.rates.setdefault("floor after", []).append(f)
+                    result.rates.setdefault("pages", []).append(pages.rate(c.floor_commits))
+                    result.rates.setdefault("rows", []).append(rows.rate(c.buffers[1]) / f)
+            finally:
+                rows.close()
         if positions != list(range(len(positions))):
             raise AssertionError(f"{target.name}: the positions handed out are not dense")
         cp = inbox.checkpoint()
@@ -882,6 +956,18 @@ def _report_throughput(section: Section, c: Config, results: dict[str, Throughpu
                     f"bare commit of {round(r.pages)} pages",
                     f"{per_floor:.0%} of floor",
                     f"{per_pages:.2f}x",
+                )
+            )
+        if "rows" in r.rates:
+            ceiling = median(r.rates["rows"])
+            section.rows.append(
+                (
+                    f"the same rows by bare sqlite3, one event a commit, {backend} (this schema's"
+                    " ceiling, rows computed beforehand; a share of the floor beside it)",
+                    f"{ceiling:.0%} of floor",
+                    "buffer, batch 1",
+                    f"{median(r.ratios['buffer1']):.0%} of floor",
+                    f"{ceiling / median(r.ratios['buffer1']):.2f}x",
                 )
             )
         for op, label in OPS_A:
