@@ -167,17 +167,22 @@ def leaf_hashes(buf: bytes, offset: int, stride: int, length: int, count: int) -
     accelerator when built (the GIL released), else hashlib. Requires: the entries are all in
     ``buf`` (ValueError otherwise)."""
     # The C function's verdicts, so that a build without it answers alike: a negative
-    # argument is refused even when there is nothing to hash.
+    # argument is refused even when there is nothing to hash, and so is one that no index
+    # can be (the C function could not even take it: OverflowError). The buffer's size is
+    # counted in bytes, as C reads it (a memoryview of wider items has fewer items).
+    view = memoryview(buf)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
     if (
         min(offset, stride, length, count) < 0
+        or max(offset, stride, length) > sys.maxsize
         or count > sys.maxsize // HASH_SIZE
-        or (count and offset + (count - 1) * stride + length > len(buf))
+        or (count and offset + (count - 1) * stride + length > view.nbytes)
     ):
         raise ValueError("leaf_hashes: the entries are not all in the buffer")
     fast = _accel.leaf_hashes
     if fast is not None:
         return fast(buf, offset, stride, length, count)
-    view = memoryview(buf)
     sha = hashlib.sha256
     return b"".join(
         sha(b"\x00" + view[offset + i * stride : offset + i * stride + length]).digest()

@@ -1,0 +1,216 @@
+"""Review 2: attacks on ``tlog-verify follow --verify-entries`` (no full level-0 tile fetched).
+
+A static tile tree is built here from chosen entries (no store: sizes up to 70000 stay fast),
+signed with the log key, and one thing is altered; every round must be a detection (exit 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ServerThread, static_app
+from tests.verifier.test_follow import ORIGIN, run
+from tlog import merkle
+from tlog.checkpoint import Checkpoint
+from tlog.keys import SignerKey, generate_key
+from tlog.note import sign_note
+from tlog.tiles import (
+    TILE_WIDTH,
+    Bundle,
+    format_bundle,
+    parse_bundle,
+    tiles_from_leaf_hashes,
+)
+
+
+class _Store:  # what run() reads of a store: its vkey
+    def __init__(self, key: SignerKey) -> None:
+        self.log_vkey = key.vkey()
+
+
+def entry(i: int) -> bytes:
+    return hashlib.sha256(b"entry %d" % i).digest()
+
+
+def publish(key: SignerKey, www: Path, size: int) -> None:
+    """Every tile, bundle and the signed checkpoint of the tree of entries [0, size)."""
+    entries = [entry(i) for i in range(size)]
+    leaves = [merkle.leaf_hash(e) for e in entries]
+    for tile, data in tiles_from_leaf_hashes(leaves).items():
+        p = www / tile.path()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    for first in range(0, size, TILE_WIDTH):
+        chunk = entries[first : first + TILE_WIDTH]
+        p = www / Bundle(first // TILE_WIDTH, len(chunk)).path()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(format_bundle(chunk))
+    text = Checkpoint(ORIGIN, size, merkle.root(leaves)).format()
+    (www / "checkpoint").write_bytes(sign_note(text, [key.signer()]))
+
+
+def rewrite_bundle(www: Path, bundle: Bundle, change: Callable[[list[bytes]], list[bytes]]) -> None:
+    p = www / bundle.path()
+    p.write_bytes(format_bundle(change(parse_bundle(p.read_bytes(), bundle.width))))
+
+
+@pytest.fixture(scope="module")
+def key() -> SignerKey:
+    return generate_key(ORIGIN)
+
+
+@pytest.fixture
+def servers():  # type: ignore[no-untyped-def]
+    with ServerThread() as s:
+        yield s
+
+
+def _swap(a: int, b: int) -> Callable[[list[bytes]], list[bytes]]:
+    def change(es: list[bytes]) -> list[bytes]:
+        es = list(es)
+        es[a], es[b] = es[b], es[a]
+        return es
+
+    return change
+
+
+def _set(i: int) -> Callable[[list[bytes]], list[bytes]]:
+    def change(es: list[bytes]) -> list[bytes]:
+        es = list(es)
+        es[i] = b"\x07" * 32
+        return es
+
+    return change
+
+
+# (old size or None, new size, what is altered)
+CASES = [
+    (None, 256, "bundle 0 entry"),
+    (None, 512, "bundle 1 entry"),
+    (None, 65536, "bundle 255 entry"),
+    (None, 65536, "bundle 100 swap"),
+    (None, 65536, "bundles 254/255 swapped"),
+    (None, 65536, "bundle 255 = bundle 254"),
+    (None, 65537, "bundle 255 entry"),
+    (None, 65537, "bundle 256 partial"),
+    (300, 70000, "bundle 1 old entry"),
+    (300, 70000, "bundle 1 new entry"),
+    (300, 70000, "bundle 273 partial"),
+    (300, 70000, "bundle 270 entry"),
+    (256, 512, "bundle 1 entry"),
+    (65280, 65536, "bundle 255 entry"),
+    (65536, 65792, "bundle 256 entry"),
+    (65536, 70000, "bundle 256 entry"),
+    (65535, 65536, "bundle 255 entry"),
+    (65535, 65537, "bundle 255 entry"),
+    (300, 70000, "bundle 5 and its level-1 slot"),
+]
+
+
+def _alter(www: Path, what: str) -> None:
+    if what == "bundles 254/255 swapped":
+        a, b = www / Bundle(254).path(), www / Bundle(255).path()
+        da, db = a.read_bytes(), b.read_bytes()
+        a.write_bytes(db)
+        b.write_bytes(da)
+    elif what == "bundle 255 = bundle 254":
+        (www / Bundle(255).path()).write_bytes((www / Bundle(254).path()).read_bytes())
+    elif what == "bundle 100 swap":
+        rewrite_bundle(www, Bundle(100), _swap(3, 4))
+    elif what == "bundle 256 partial":
+        rewrite_bundle(www, Bundle(256, 1), _set(0))
+    elif what == "bundle 273 partial":
+        rewrite_bundle(www, Bundle(273, 70000 % 256), _set(5))
+    elif what == "bundle 1 old entry":
+        rewrite_bundle(www, Bundle(1), _set(10))
+    elif what == "bundle 1 new entry":
+        rewrite_bundle(www, Bundle(1), _set(100))
+    elif what == "bundle 5 and its level-1 slot":
+        rewrite_bundle(www, Bundle(5), _set(0))
+        es = parse_bundle((www / Bundle(5).path()).read_bytes(), 256)
+        root = merkle.root([merkle.leaf_hash(e) for e in es])
+        t = www / "tile" / "1" / "000"
+        data = bytearray(t.read_bytes())
+        data[5 * 32 : 6 * 32] = root
+        t.write_bytes(bytes(data))
+        lt = www / "tile" / "0" / "005"
+        lt.write_bytes(b"".join(merkle.leaf_hash(e) for e in es))
+    else:
+        assert what.endswith(" entry"), what
+        rewrite_bundle(www, Bundle(int(what.split()[1])), _set(255))
+
+
+@pytest.mark.parametrize(("old", "new", "what"), CASES)
+def test_verify_entries_rejects_an_altered_tree(
+    key: SignerKey, servers: ServerThread, tmp_path: Path, old: int | None, new: int, what: str
+) -> None:
+    www = tmp_path / "www"
+    url = servers.serve(static_app(www)) + "/"
+    state = tmp_path / "state"
+    store = _Store(key)
+    if old is not None:
+        publish(key, www, old)
+        code, report = run(url, store, state, "--verify-entries")  # type: ignore[arg-type]
+        assert code == 0, report
+    publish(key, www, new)
+    code, report = run(url, store, state, "--verify-entries")  # type: ignore[arg-type]
+    assert code == 0, report  # the honest tree is accepted
+    state.unlink()
+    if old is not None:
+        publish(key, www, old)
+        assert run(url, store, state, "--verify-entries")[0] == 0  # type: ignore[arg-type]
+        publish(key, www, new)
+    _alter(www, what)
+    code, report = run(url, store, state, "--verify-entries")  # type: ignore[arg-type]
+    assert code == 1, (what, report)
+
+
+def _flip(www: Path, rel: str, at: int) -> None:
+    p = www / rel
+    data = bytearray(p.read_bytes())
+    data[at] ^= 1
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "tile", "flag", "expect"),
+    [
+        # A full level-0 tile is not read by --verify-entries (its bundle is its leaf hashes),
+        # as documented; --check-tiles reads and compares every new one.
+        (None, 65536, "tile/0/100", "--verify-entries", 0),
+        (None, 65536, "tile/0/100", "--check-tiles", 1),
+        (None, 65536, "tile/0/255", "--check-tiles", 1),
+        (300, 70000, "tile/0/200", "--check-tiles", 1),
+        # A full level-1 tile off the right edge (the root reads level 2): the bundles' roots
+        # are compared with it.
+        (None, 70000, "tile/1/000", "--verify-entries", 1),
+        (300, 70000, "tile/1/000", "--verify-entries", 1),
+        (None, 70000, "tile/1/001.p/17", "--verify-entries", 1),
+        (None, 70000, "tile/0/273.p/112", "--verify-entries", 1),
+    ],
+)
+def test_altered_tiles(
+    key: SignerKey,
+    servers: ServerThread,
+    tmp_path: Path,
+    old: int | None,
+    new: int,
+    tile: str,
+    flag: str,
+    expect: int,
+) -> None:
+    www = tmp_path / "www"
+    url = servers.serve(static_app(www)) + "/"
+    state = tmp_path / "state"
+    store = _Store(key)
+    if old is not None:
+        publish(key, www, old)
+        assert run(url, store, state, flag)[0] == 0  # type: ignore[arg-type]
+    publish(key, www, new)
+    _flip(www, tile, 40)
+    code, report = run(url, store, state, flag)  # type: ignore[arg-type]
+    assert code == expect, report
