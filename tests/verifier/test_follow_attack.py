@@ -1,4 +1,4 @@
-"""Review 2: attacks on ``tlog-verify follow --verify-entries`` (no full level-0 tile fetched).
+"""Attacks on ``tlog-verify follow --verify-entries`` (no full level-0 tile fetched).
 
 A static tile tree is built here from chosen entries (no store: sizes up to 70000 stay fast),
 signed with the log key, and one thing is altered; every round must be a detection (exit 1).

@@ -1,4 +1,4 @@
-"""Review 2: the static publisher and the server give byte-identical trees, incrementally too."""
+"""the static publisher and the server give byte-identical trees, incrementally too."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review 2: ``tlog.tiles.leaf_hashes``, the C accelerator and the Python fallback alike."""
+"""``tlog.tiles.leaf_hashes``, the C accelerator and the Python fallback alike."""
 
 from __future__ import annotations
 
