@@ -1,4 +1,4 @@
-"""the static publisher and the server give byte-identical trees, incrementally too."""
+"""The static publisher and the server give byte-identical trees, incrementally too."""
 
 from __future__ import annotations
 
