@@ -65,7 +65,7 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from aiohttp import web
 
@@ -406,9 +406,12 @@ async def _serve(
     announce: Callable[[list[str]], None] | None,
     shutdown_timeout: float,
     parent_gone: int | None = None,
+    asked: Callable[[], bool] | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, or until ``parent_gone`` (the read end of a pipe whose
-    write end only the parent holds) reads end-of-file: the parent died, even by SIGKILL."""
+    write end only the parent holds) reads end-of-file: the parent died, even by SIGKILL.
+    ``asked()``: whether a stop was asked before the loop's own signal handlers were in
+    place (a worker's start-up)."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     try:
@@ -428,6 +431,8 @@ async def _serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if asked is not None and asked():
+            stop.set()
         if parent_gone is not None:
             loop.add_reader(parent_gone, stop.set)
         if announce is not None:
@@ -465,9 +470,10 @@ def serve_workers(
     when a worker exits, the others are stopped too, and a line on stderr says which and how.
     This process owns its workers' lifetime: a worker stops when this process dies, however
     it dies (a parent-death pipe: no orphan keeps the port), and one that has not stopped
-    ``shutdown_timeout`` + 2 s after SIGTERM is killed. The exit status: 1 when a worker
-    failed (an exit status other than 0: an error, killed, or killed here), else 0.
-    UsageError when it cannot listen.
+    ``shutdown_timeout`` + 2 s after SIGTERM is killed. A stop asked during a worker's
+    start-up is made once it serves. The exit status: 0 when the stop was asked (SIGTERM or
+    SIGINT here) and every worker stopped; 1 when a worker exited unasked (even with 0: a
+    supervisor restarts on 1), failed, or was killed here. UsageError when it cannot listen.
 
     Requires: no thread and no open store handle in this process (a fork copies neither
     safely): ``make_server`` opens what a worker needs, in the worker."""
@@ -482,37 +488,39 @@ def serve_workers(
     sys.stderr.flush()
     # Only this process holds the write end: when it dies, every worker reads end-of-file.
     parent_gone, alive = os.pipe()
+    # SIGTERM and SIGINT wait (blocked) until each process has its handlers: a worker takes
+    # one during its start-up as a stop to make once it serves, never as a crash.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
     pids: list[int] = []
-    for _ in range(workers):
-        pid = os.fork()
-        if pid == 0:  # the worker: serve on the shared socket, and never return to the caller
-            status = 0
-            try:
-                os.close(alive)  # (a parent dead before the loop starts: the pipe is at EOF)
-                asyncio.run(
-                    _serve(make_app(make_server()), sock, None, shutdown_timeout, parent_gone)
-                )
-            except BaseException as e:  # a worker reports and exits, whatever it was
-                line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
-                status = 1
-            finally:
-                os._exit(status)
-        pids.append(pid)
-    sock.close()
-    os.close(parent_gone)
+    try:
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:  # the worker: serve on the shared socket, never return to the caller
+                _worker(make_server, sock, shutdown_timeout, parent_gone, alive, blocked)
+            pids.append(pid)
+    except BaseException:  # a fork failed: the workers already started stop with this process
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(alive)
+        raise
+    finally:
+        sock.close()
+        os.close(parent_gone)
     deadline: float | None = None
 
     def stop(_signum: int, _frame: object) -> None:
         nonlocal deadline
         if deadline is None:
             deadline = time.monotonic() + shutdown_timeout + 2.0
-        for pid in live:
+        for pid in sorted(live):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
     live = set(pids)
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, stop) for sig in _STOPS}
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
         announce(_urls([(str(bound[0]), int(bound[1]))]))
         failed = False
@@ -534,15 +542,61 @@ def serve_workers(
                 continue
             live.discard(pid)
             code = os.waitstatus_to_exitcode(status)
-            failed = failed or code != 0
-            if deadline is None:  # one worker is gone: the server stops as a whole
+            if deadline is None:
+                # A worker gone unasked, even with 0, is a failure (a supervisor restarts on
+                # one), and the server stops as a whole.
                 _say(f"a worker (pid {pid}) {_how(code)}; stopping the others")
+                failed = True
                 stop(signal.SIGTERM, None)
+            elif code not in (0, -signal.SIGTERM):  # SIGTERM: asked, and it stopped
+                failed = True
         return 1 if failed else 0
     finally:
         os.close(alive)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+_STOPS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _worker(
+    make_server: Callable[[], TileServer],
+    sock: socket.socket,
+    shutdown_timeout: float,
+    parent_gone: int,
+    alive: int,
+    blocked: set[int | signal.Signals],
+) -> NoReturn:
+    """A worker's life, in the forked child: serve until asked to stop, then exit (0, or 1
+    with a line on stderr when it failed). Called with SIGTERM and SIGINT blocked."""
+    asked = [False]
+
+    def ask(_signum: int, _frame: object) -> None:
+        asked[0] = True
+
+    status = 0
+    try:
+        for sig in _STOPS:
+            signal.signal(sig, ask)  # until the loop's own handlers replace these
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(alive)  # (a parent dead before the loop starts: the pipe is at EOF)
+        asyncio.run(
+            _serve(
+                make_app(make_server()), sock, None, shutdown_timeout, parent_gone,
+                lambda: asked[0],
+            )
+        )  # fmt: skip
+        for sig in _STOPS:  # the loop restored the defaults: a late second signal is moot
+            signal.signal(sig, signal.SIG_IGN)
+    except KeyboardInterrupt:  # a SIGINT between the loop's end and the line above: a stop
+        pass
+    except BaseException as e:  # a worker reports and exits, whatever it was
+        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        os._exit(status)
 
 
 def _how(code: int) -> str:

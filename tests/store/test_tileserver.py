@@ -554,3 +554,60 @@ def test_a_worker_that_does_not_stop_is_killed(db: str, tmp_path: Path) -> None:
             proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_a_worker_stopped_unasked_makes_the_server_exit_1(db: str, tmp_path: Path) -> None:
+    # SIGTERM to one worker (an admin, a stray kill): it stops cleanly, with 0, but the server
+    # was not asked to stop, so the command exits 1 (a supervisor's on-failure restart).
+    proc, _ = _serve_workers(db, tmp_path / "stderr", 2)
+    try:
+        workers = sorted(_children(proc.pid))
+        os.kill(workers[1], signal.SIGTERM)
+        assert proc.wait(30) == 1
+        said = (tmp_path / "stderr").read_text().splitlines()
+        assert f"tlog-store: serve: a worker (pid {workers[1]}) exited with status 0; " \
+            "stopping the others" in said  # fmt: skip
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+_SLOW_START = """
+import sys, time
+from store.tileserver import TileServer, serve_workers
+
+def make():
+    time.sleep(1.5)  # a worker's start-up: opening stores, warming a cache
+    return TileServer(lambda: [], lambda t: None)
+
+def announce(urls):
+    print("listening", flush=True)
+
+sys.exit(serve_workers(make, host="127.0.0.1", port=0, workers=2, announce=announce))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_during_the_workers_start_up_is_a_clean_stop(sig: signal.Signals) -> None:
+    # The signal reaches the command and (SIGINT from a terminal reaches the whole group) the
+    # workers while each is still in make_server: they stop once serving, exit 0, no line.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_START],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"listening\n"
+        time.sleep(0.3)
+        assert len(_children(proc.pid)) == 2
+        os.killpg(proc.pid, sig)  # the command and its workers, as a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err) == (0, b"")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
