@@ -471,9 +471,10 @@ def serve_workers(
     This process owns its workers' lifetime: a worker stops when this process dies, however
     it dies (a parent-death pipe: no orphan keeps the port), and one that has not stopped
     ``shutdown_timeout`` + 2 s after SIGTERM is killed. A stop asked during a worker's
-    start-up is made once it serves. The exit status: 0 when the stop was asked (SIGTERM or
-    SIGINT here) and every worker stopped; 1 when a worker exited unasked (even with 0: a
-    supervisor restarts on 1), failed, or was killed here. UsageError when it cannot listen.
+    start-up is made once it serves. The exit status: 0 when every worker stopped gracefully
+    (asked here, or by a SIGTERM of its own: systemd's default KillMode signals every process
+    of the unit, and ``tlog-witness serve`` takes it alike); 1 when a worker died or failed,
+    or was killed here. UsageError when it cannot listen.
 
     Requires: no thread and no open store handle in this process (a fork copies neither
     safely): ``make_server`` opens what a worker needs, in the worker."""
@@ -542,9 +543,11 @@ def serve_workers(
                 continue
             live.discard(pid)
             code = os.waitstatus_to_exitcode(status)
-            if deadline is None:
-                # A worker gone unasked, even with 0, is a failure (a supervisor restarts on
-                # one), and the server stops as a whole.
+            if deadline is None and code == 0:
+                # It stopped gracefully on a SIGTERM of its own: systemd's default KillMode
+                # signals every process of the unit at once. A stop, as tlog-witness takes it.
+                stop(signal.SIGTERM, None)
+            elif deadline is None:  # it died: the server stops as a whole, and fails
                 _say(f"a worker (pid {pid}) {_how(code)}; stopping the others")
                 failed = True
                 stop(signal.SIGTERM, None)
