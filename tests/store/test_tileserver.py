@@ -450,6 +450,15 @@ def _serve_workers(db: str, stderr: Path, workers: int) -> tuple[subprocess.Pope
     return proc, printed[-1].removeprefix("listening on ")
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """The command stopped (killed if it still runs), its stdout closed."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
 def test_serve_with_workers_shares_one_address_and_stops_as_one(db: str, tmp_path: Path) -> None:
     # Three processes accept on one address: every connection is answered, by one of them;
     # SIGTERM to the command stops them all, with 0.
@@ -483,11 +492,7 @@ def test_a_worker_killed_stops_the_server_with_1(db: str, tmp_path: Path) -> Non
         assert f"tlog-store: serve: a worker (pid {workers[0]}) was killed by SIGKILL; " \
             "stopping the others" in said  # fmt: skip
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        _reap(proc)
 
 
 def _gone(pid: int) -> bool:
@@ -549,11 +554,7 @@ def test_a_worker_that_does_not_stop_is_killed(db: str, tmp_path: Path) -> None:
         for w in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(w, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        _reap(proc)
 
 
 def test_sigterm_to_a_worker_stops_the_server_with_0(db: str, tmp_path: Path) -> None:
@@ -569,11 +570,7 @@ def test_sigterm_to_a_worker_stops_the_server_with_0(db: str, tmp_path: Path) ->
         assert not [line for line in said if line.startswith("tlog-store:")]
         assert _refused(url)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
+        _reap(proc)
 
 
 def _running(pid: int) -> bool:
