@@ -21,7 +21,10 @@ placeholders and ``{type}`` names in its DDL, and never sees a driver:
                         transaction holds (PostgreSQL ``FOR UPDATE SKIP LOCKED``: workers
                         claiming queued rows; nothing on SQLite, one writer at a time)
  ``xact_lock``          a named lock held to the end of the transaction, shared or exclusive
-                        (PostgreSQL advisory locks; nothing on SQLite, one writer at a time)
+                        (PostgreSQL advisory locks; nothing on SQLite, one writer at a time);
+                        ``xact_locks`` takes several, in the given order, in one statement
+ ``analyze_sql``        the statement that refreshes the planner's statistics of some tables
+                        (PostgreSQL ``ANALYZE``), or None where the planner keeps none
  ``joined``             run statements on a caller's own connection, inside the caller's
                         open transaction (PostgreSQL: a savepoint; SQLite cannot, and says
                         so: :attr:`can_join` is False)
@@ -158,6 +161,18 @@ class Dialect(abc.ABC):
         """Take the lock ``name`` (any text; scoped to the schema) until the transaction ends:
         shared holders exclude an exclusive one. Nothing where writers are serialised already
         (the default)."""
+
+    def xact_locks(self, tx: Tx, names: Sequence[str], *, shared: bool) -> None:
+        """:meth:`xact_lock` of each of ``names``, in that order (callers sort them, so that
+        two transactions never wait for each other's)."""
+        for name in names:
+            self.xact_lock(tx, name, shared=shared)
+
+    def analyze_sql(self, tables: Sequence[str]) -> str | None:
+        """The statement that refreshes the planner's statistics of ``tables``; None when the
+        engine's planner needs none (the default)."""
+        del tables
+        return None
 
     def joined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         """A cursor on the caller's connection ``conn``, inside the transaction the caller has

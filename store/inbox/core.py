@@ -86,6 +86,11 @@ def _check_label(value: object, what: str, limit: int) -> str:
     return value
 
 
+_STATISTICS_AT = (1_000, 10_000, 100_000)
+"""Inbox log sizes after which :meth:`Inbox._refresh_statistics` runs."""
+_TABLES = ("inbox_event", "inbox_match", "inbox_wait")
+
+
 class Inbox(InboxReads):
     """The inbound-event inbox of one tenant of a SQL journal store (``store.inbox``): the
     reads of :class:`~store.inbox.reads.InboxReads`, and the writes.
@@ -98,6 +103,7 @@ class Inbox(InboxReads):
         super().__init__(store)
         self._lock_sql: dict[tuple[str, int, bool], str] = {}
         self._edge = TreeEdge()
+        self._statistics_due = False
 
     def _write(self, fn: Callable[[Tx], T]) -> T:
         if not self._ready:
@@ -111,7 +117,23 @@ class Inbox(InboxReads):
         result = self._write(lambda tx: fn(tx, due))
         if due:
             self._edge.commit(due[0])
+        self._refresh_statistics()
         return result
+
+    def _refresh_statistics(self) -> None:
+        """Once the inbox log has grown past one of :data:`_STATISTICS_AT`, refresh the
+        planner's statistics of the inbox's tables (PostgreSQL; nothing on SQLite). Why: a
+        table that autovacuum has not analyzed yet has no statistics, and the planner then
+        took the live-events index for a claim's primary-key update (a walk of every live
+        event: 4 ms at 30,000 and growing, in the benchmark's first minute). Three ANALYZEs in
+        a store's life, each of a bounded sample; after the first the estimates follow the
+        tables' sizes."""
+        if not self._statistics_due:
+            return
+        self._statistics_due = False
+        sql = self._store._d.analyze_sql(_TABLES)
+        if sql is not None:
+            self._write(lambda tx: tx.execute(sql))
 
     def _now(self, tx: Tx) -> int:
         return self._store._now(tx)
@@ -122,10 +144,11 @@ class Inbox(InboxReads):
         # text cannot hold NUL. A hash collision of two names only serialises more.
         if type(tx.dialect).xact_lock is Dialect.xact_lock:
             return  # the engine's default: writers are serialised already (SQLite), no lock
-        for ns, value in sorted(set(keys)):
-            tx.dialect.xact_lock(
-                tx, f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}", shared=False
-            )
+        names = [
+            f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}"
+            for ns, value in sorted(set(keys))
+        ]
+        tx.dialect.xact_locks(tx, names, shared=False)
 
     # --- buffering -----------------------------------------------------------------------------
 
@@ -317,6 +340,8 @@ class Inbox(InboxReads):
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked),
         and put the tree's new right edge in ``due``, for :meth:`_write_appending` to remember
         once the transaction committed."""
+        if any(size < at <= size + len(leaves) for at in _STATISTICS_AT):
+            self._statistics_due = True  # for after the commit (a rollback: harmless)
         start = merkle.stored_hash_count(size)
         hashes, edge = self._edge.append(size, leaves, self._log._reader(tx))
         due[:] = [edge]

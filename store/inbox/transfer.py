@@ -140,7 +140,9 @@ def restore_events(inbox: Inbox, events: Sequence[StoredEvent]) -> int:
         )
         return size + len(events)
 
-    return inbox._write(work)
+    size = inbox._write(work)
+    inbox._refresh_statistics()
+    return size
 
 
 def restore_waits(inbox: Inbox, waits: Sequence[Wait]) -> None:

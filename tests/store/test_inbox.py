@@ -45,6 +45,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.api import Append, JournalStore
+from store.db import Tx
 from store.errors import FencedError
 from store.inbox import Claimed, StoredEvent, Wait, make_wait, wait_from_json
 from store.inbox import core as inbox_core
@@ -1294,3 +1295,68 @@ def test_an_append_rolled_back_is_not_remembered_and_other_writers_are_seen(
         assert ib.checkpoint().root == tree.root()
         proof = ib.receipt("bank", "5")
         verify_receipt(ib, proof, ev("5"))
+
+
+# --- PostgreSQL: the planner's statistics, the batch's locks ----------------------------------
+
+
+def test_the_planner_gets_statistics_once_the_log_grows(pg_schema: Any, clock: FakeClock) -> None:
+    """A table autovacuum has not analyzed has no statistics; the planner then took the
+    live-events index for a claim's primary-key update, a walk of every live event. Past
+    1,000 events the store analyzes the inbox's tables, and the claim is a key lookup."""
+    import psycopg
+
+    from tests.conftest import Backend
+
+    stores = StoreFactory(Backend("postgres", postgres=pg_schema.conninfo), clock)
+    try:
+        box = inbox_of(stores.open())
+        with psycopg.connect(pg_schema.conninfo) as conn:
+
+            def tuples() -> float:
+                row = conn.execute(
+                    "SELECT reltuples FROM pg_class WHERE oid = 'inbox_event'::regclass"
+                ).fetchone()
+                assert row is not None
+                return float(row[0])
+
+            box.buffer_many([ev(str(i), [["order", str(i)]], source="s") for i in range(999)])
+            assert tuples() < 0  # never analyzed
+            box.buffer(ev("999", [["order", "999"]], source="s"))
+            assert tuples() == 1000
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    "EXPLAIN UPDATE inbox_event SET claimed_by = 'r' WHERE tenant = 'default'"
+                    " AND source = 's' AND id = '5' AND claimed_by IS NULL AND NOT dead"
+                ).fetchall()
+            )
+            assert "inbox_event_pk" in plan, plan
+    finally:
+        stores.close()
+
+
+def test_a_batchs_key_locks_are_taken_in_one_statement_and_held(pg_schema: Any) -> None:
+    import psycopg
+
+    from store.db.postgres import PostgresDialect
+
+    d = PostgresDialect(pg_schema.conninfo)
+    conn = d.connect()
+    names = [f"k{i}" for i in range(50)]
+    try:
+        cur = conn.cursor()
+        cur.execute(d.begin_write)
+        d.xact_locks(Tx(cur, d), names, shared=False)
+        with psycopg.connect(pg_schema.conninfo, autocommit=True) as other:
+            held = [
+                not other.execute(
+                    "SELECT pg_try_advisory_xact_lock(hashtext(%s || ' ' || current_schema()))",
+                    (n,),
+                ).fetchone()[0]  # type: ignore[index]
+                for n in names
+            ]
+        assert all(held)
+        cur.execute("COMMIT")
+    finally:
+        conn.close()
