@@ -627,9 +627,11 @@ def consistency_proof_from_tiles(
     :func:`consistency_tiles` (``old_size``, ``new_size``), each once.
 
     The caller compares the root with the new checkpoint's before it trusts the proof: tiles
-    that do not give that root were rewritten, and a proof from them proves nothing. With
-    tiles that do, the proof is the log's own, so a proof that fails against the old root
-    shows that the log forked (:func:`tlog.merkle.proven_prefix_root`).
+    that do not give that root were rewritten, and a proof from them proves nothing. The proof
+    may read tiles the root does not (full tiles off the tree's right edge), so a proof must
+    also fold to the new root (:func:`tlog.merkle.proven_prefix_root` not None) before it
+    counts: one that does not holds a rewritten tile's hash. Only a proof that folds to the new
+    root from another old root shows that the log forked.
     """
     if not 0 <= old_size <= new_size:
         raise UsageError(f"no consistency proof from size {old_size} to size {new_size}")

@@ -513,8 +513,20 @@ def _judge_round(
                 merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
             except ProofError as pe:
                 other = merkle.proven_prefix_root(old.size, new.size, new.root, proof)
+                if other is None:
+                    # Every proof hash goes into the new root: a proof that does not even fold
+                    # to it holds a rewritten tile's hash (one the root check does not read; a
+                    # cache, a proxy). A tile fault, not evidence against the log (as the
+                    # witness's feed takes it).
+                    err = LocatedError(
+                        "proof",
+                        f"the tiles give no consistency proof from size {old.size} to the root"
+                        f" of size {new.size} (a tile was rewritten: not evidence of a fork)",
+                        checkpoint_size=new.size,
+                    )
+                    raise _Detected(err, Evidence(str(err), held, note)) from None
                 why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
-                if other is not None and other != old.root:
+                if other != old.root:
                     why += f": its tree has the root {b64encode(other)} at size {old.size}"
                 else:
                     why += f" ({pe})"

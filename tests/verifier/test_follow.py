@@ -223,6 +223,37 @@ def test_rewritten_tile(key: SignerKey, servers: ServerThread, tmp_path: Path) -
     assert "truncated or padded tile" in report["failure"]["message"]  # type: ignore[index]
 
 
+def test_a_rewritten_tile_in_the_proof_is_no_fork(
+    key: SignerKey, servers: ServerThread, tmp_path: Path
+) -> None:
+    # Tile 0/000 is full at size 300 and off the root's path: only the consistency proof from
+    # size 3 reads it. A byte flipped there (a cache, a proxy) must be named as a rewritten
+    # tile, never as a log that forked, and leave no consistency proof behind as evidence.
+    store = log(key, 3)
+    root = tmp_path / "www"
+    publish_tiles(StoreLog(store), root / "default")
+    url = servers.serve(static_app(root)) + "/default/"
+    state = tmp_path / "state"
+    assert run(url, store, state)[0] == 0
+    grow(store, 297)
+    publish_tiles(StoreLog(store), root / "default")
+    tile = root / "default" / "tile" / "0" / "000"
+    good = tile.read_bytes()
+    data = bytearray(good)
+    data[100 * 32] ^= 1
+    tile.write_bytes(bytes(data))
+    code, report = run(url, store, state)
+    assert code == 1, report
+    message = report["failure"]["message"]  # type: ignore[index]
+    assert "the tiles give no consistency proof from size 3 to the root of size 300" in message, (
+        message
+    )
+    assert "not consistent" not in message
+    assert not (evidence_of(report) / "consistency-proof").exists()
+    tile.write_bytes(good)
+    assert run(url, store, state)[0] == 0  # the honest tiles: consistent, accepted
+
+
 @pytest.mark.parametrize("how", ["truncated", "reordered", "rewritten"])
 def test_bad_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, how: str) -> None:
     store = log(key, 7)
