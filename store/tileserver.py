@@ -313,6 +313,17 @@ class TileServer:
             )
         return response
 
+    async def refuse(self, request: web.Request) -> web.StreamResponse:
+        """Any method but GET and HEAD: 405 with ``Allow``, as every answer is (the CORS
+        header, no-store, one log line). OPTIONS too: the log is read by simple GETs, which
+        need no preflight."""
+        response = _error(405, f"{request.method} is not allowed: the log is read-only")
+        response.headers["Allow"] = "GET, HEAD"
+        if self.logger.isEnabledFor(logging.INFO):
+            raw = request.rel_url.raw_path
+            self.logger.info(_request_line(request.method, raw, 405, 0.0))
+        return response
+
     async def _answer(self, raw: str) -> web.Response:
         tenant, sep, rest = raw.removeprefix("/").partition("/")
         if not raw.startswith("/") or not sep:
@@ -393,6 +404,7 @@ def make_app(server: TileServer) -> web.Application:
     """The aiohttp application answering every path with ``server`` (GET and HEAD)."""
     app = web.Application()
     app.router.add_get("/{tail:.*}", server.handle)
+    app.router.add_route("*", "/{tail:.*}", server.refuse)  # aiohttp's own 405 had neither
     return app
 
 

@@ -164,6 +164,21 @@ def test_statuses(db: str, servers: ServerThread, path: str, status: int) -> Non
         assert body.endswith(b"\n") and body.count(b"\n") == 1
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+def test_other_methods_are_refused_like_every_answer(
+    db: str, servers: ServerThread, method: str
+) -> None:
+    # aiohttp's own 405 carried neither the CORS header nor no-store, and was never logged.
+    url = servers.serve(make_app(store_server(db)))
+    status, headers, body = get(url + "/a/checkpoint", method)
+    assert status == 405, body
+    assert headers["Allow"] == "GET, HEAD"
+    assert headers["Access-Control-Allow-Origin"] == "*"
+    assert headers["Cache-Control"] == "no-store"
+    assert body == f"{method} is not allowed: the log is read-only\n".encode()
+    assert get(url + "/a/checkpoint")[0] == 200  # GET is still served
+
+
 @pytest.mark.parametrize(
     ("path", "message"),
     [
