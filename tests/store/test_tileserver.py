@@ -628,3 +628,30 @@ def test_a_stop_during_the_workers_start_up_is_a_clean_stop(sig: signal.Signals)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_ctrl_c_twice_stops_with_0_and_no_traceback(db: str) -> None:
+    # A terminal's Ctrl-C reaches the command and its workers; a second one while they stop
+    # (or while the command exits) killed the command with SIGINT (status -2), in about half
+    # of these rounds, or printed "Exception ignored ... BrokenPipeError" from a worker.
+    for round_ in range(10):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "store.cli", "serve", "--db", db, "--listen", "127.0.0.1:0",
+             "--workers", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().startswith(b"listening")
+            time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.002 * round_)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+            assert (round_, proc.returncode, err) == (round_, 0, b"")
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
