@@ -350,9 +350,9 @@ examples:
 _EPILOG_CONSISTENCY = """\
 OLD and NEW are signed checkpoints of one log, each checked as by 'tlog-verify checkpoint'
 (--max-age applies to NEW only). --proof FILE is the RFC 6962 consistency proof from OLD's
-size to NEW's, one base64 hash per line ('tlog prove --old' output); absent means empty, which
-is right only from size 0 or between equal sizes (which need equal roots). An OLD larger than
-NEW is a rollback.
+size to NEW's, one base64 hash per line ('tlog prove --old' output). Without it only size 0
+or equal sizes (which need equal roots) can be judged; two other sizes are unusable (status 2:
+nothing says they disagree). An OLD larger than NEW is a rollback.
 
 examples:
   tlog-verify consistency kept.checkpoint checkpoint --proof proof --policy auditor.policy

@@ -301,6 +301,18 @@ def verify_consistency_files(
     except MalformedError as e:
         return report.fail(failure_from(e, "consistency-proof"))
     report.facts["proof_hashes"] = len(hashes)
+    if proof is None and a.origin == b.origin and 0 < a.size < b.size:
+        # Two checkpoints of different sizes say nothing of each other without a proof: not
+        # a verdict against the log (an empty proof given as a file is judged below).
+        return report.fail(
+            failure_from(
+                InputError(
+                    f"checkpoints of sizes {a.size} and {b.size} need a consistency proof"
+                    " (--proof FILE) to be judged"
+                ),
+                "consistency-proof",
+            )
+        )
     try:
         _check_consistency(a, b, hashes)
     except LocatedError as e:

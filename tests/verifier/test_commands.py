@@ -1265,7 +1265,11 @@ def test_consistency_verb(journal: Journal, capsysbinary: pytest.CaptureFixture[
     assert run(new, new).status == 0
     r = run(new, old, "--proof", proof)
     assert r.status == 1 and "rollback" in r.failure["message"]
+    # No proof for two sizes: nothing to judge (2), never a verdict against the log (1).
     r = run(old, new)
+    assert r.status == 2 and "need a consistency proof (--proof FILE)" in r.failure["message"]
+    empty = journal.write("empty.proof", b"")
+    r = run(old, new, "--proof", empty)  # an empty proof given: judged, and wrong
     assert r.status == 1 and r.failure["kind"] == "consistency"
     path = journal.dir / "mutated.proof"
     for pos in range(len(proof_data)):
