@@ -544,6 +544,14 @@ def _judge_round(
         except LocatedError as e:
             raise _Detected(e, Evidence(str(e), held, note)) from None
         report.check("entries", "entry bundles extend the tree to the new root", count, "entries")
+        if check_tiles:  # every new bundle's level-0 tile was fetched and compared
+            changed = new_tiles(0 if old is None else old.size, new.size)
+            report.check(
+                "level-0-tiles",
+                "new level-0 tiles are their bundles' leaf hashes",
+                sum(1 for t in changed if t.level == 0),
+                "tiles",
+            )
         report.facts["entries"] = count
     report.facts["requests"] = fetcher.requests
     report.facts["bytes"] = fetcher.bytes

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -325,6 +326,14 @@ def test_rewritten_level0_tile_is_not_blamed_on_the_entries(
     message = report["failure"]["message"]  # type: ignore[index]
     assert "tile/entries/000 does not hash to its level-0 tile tile/0/000" in message
     assert "the bundle's entries or the tile were rewritten" in message
+    tile.write_bytes(bytes(data[:40]) + bytes([data[40] ^ 1]) + bytes(data[41:]))  # honest
+    code, report = run(url, store, state, "--check-tiles")
+    assert code == 0, report
+    listed = cast("list[dict[str, Any]]", report["checks"])
+    checks = {c["id"]: c["count"] for c in listed}
+    assert checks["level-0-tiles"] == 2  # 0/000 and 0/001.p/44
+    state.unlink()
+    tile.write_bytes(bytes(data))
     # --verify-entries alone does not read that tile (the bundle is its leaf hashes): the
     # entries and the tiles the checkpoint's root reads are right, so the round is valid.
     assert run(url, store, state, "--verify-entries")[0] == 0
