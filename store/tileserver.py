@@ -529,51 +529,12 @@ def serve_workers(
     finally:
         sock.close()
         os.close(parent_gone)
-    deadline: float | None = None
-
-    def stop(_signum: int, _frame: object) -> None:
-        nonlocal deadline
-        if deadline is None:
-            deadline = time.monotonic() + shutdown_timeout + 2.0
-        for pid in sorted(live):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-    live = set(pids)
-    previous = {sig: signal.signal(sig, stop) for sig in _STOPS}
+    children = _Workers(pids, shutdown_timeout + 2.0)
+    previous = {sig: signal.signal(sig, children.stop) for sig in _STOPS}
     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
         announce(_urls([(str(bound[0]), int(bound[1]))]))
-        failed = False
-        while live:
-            # Polled, not a blocking wait: a wait is resumed after a signal (PEP 475), and
-            # the deadline must be kept even when no worker ever exits.
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                if deadline is not None and time.monotonic() > deadline:
-                    for pid in sorted(live):
-                        _say(f"a worker (pid {pid}) did not stop in time; killed")
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
-                    live.clear()
-                    failed = True
-                    break
-                time.sleep(0.05)
-                continue
-            live.discard(pid)
-            code = os.waitstatus_to_exitcode(status)
-            if deadline is None and code == 0:
-                # It stopped gracefully on a SIGTERM of its own: systemd's default KillMode
-                # signals every process of the unit at once. A stop, as tlog-witness takes it.
-                stop(signal.SIGTERM, None)
-            elif deadline is None:  # it died: the server stops as a whole, and fails
-                _say(f"a worker (pid {pid}) {_how(code)}; stopping the others")
-                failed = True
-                stop(signal.SIGTERM, None)
-            elif code not in (0, -signal.SIGTERM):  # SIGTERM: asked, and it stopped
-                failed = True
-        return 1 if failed else 0
+        return children.wait()
     finally:
         os.close(alive)
         for sig, handler in previous.items():
@@ -582,7 +543,59 @@ def serve_workers(
             # out, with 130 instead of its status. Otherwise the caller's handlers come back.
             # SIG_IGN, not a Python no-op: the interpreter resets its own handlers to the
             # default while it exits, and a signal then killed the command (status -2).
-            signal.signal(sig, signal.SIG_IGN if deadline is not None else handler)
+            signal.signal(sig, signal.SIG_IGN if children.stopping else handler)
+
+
+class _Workers:
+    """The supervisor's live workers, and when the last of them must have stopped."""
+
+    def __init__(self, pids: list[int], grace: float) -> None:
+        self.live = set(pids)
+        self.grace = grace  # seconds from the first stop to the kill
+        self.deadline: float | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.deadline is not None
+
+    def stop(self, _signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        """SIGTERM to every live worker (also the SIGTERM and SIGINT handler)."""
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.grace
+        for pid in sorted(self.live):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def wait(self) -> int:
+        """Reap the workers until none is left; the exit status (:func:`serve_workers`)."""
+        failed = False
+        while self.live:
+            # Polled, not a blocking wait: a wait is resumed after a signal (PEP 475), and
+            # the deadline must be kept even when no worker ever exits.
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    for late in sorted(self.live):
+                        _say(f"a worker (pid {late}) did not stop in time; killed")
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(late, signal.SIGKILL)
+                        os.waitpid(late, 0)
+                    return 1
+                time.sleep(0.05)
+                continue
+            self.live.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if not self.stopping and code == 0:
+                # It stopped gracefully on a SIGTERM of its own: systemd's default KillMode
+                # signals every process of the unit at once. A stop, as tlog-witness takes it.
+                self.stop()
+            elif not self.stopping:  # it died: the server stops as a whole, and fails
+                _say(f"a worker (pid {pid}) {_how(code)}; stopping the others")
+                failed = True
+                self.stop()
+            elif code not in (0, -signal.SIGTERM):  # SIGTERM: asked, and it stopped
+                failed = True
+        return 1 if failed else 0
 
 
 _STOPS = {signal.SIGTERM, signal.SIGINT}
@@ -615,13 +628,8 @@ def _worker(
                 lambda: asked[0],
             )
         )  # fmt: skip
-        for sig in _STOPS:  # the loop restored the defaults: a late second signal is moot
-            signal.signal(sig, signal.SIG_IGN)
-    except KeyboardInterrupt:  # a SIGINT between the loop's end and the line above: a stop
-        pass
     except BaseException as e:  # a worker reports and exits, whatever it was
-        line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        print(f"tlog-store: serve: a worker failed: {line}", file=sys.stderr, flush=True)
+        _say(f"a worker failed: {(str(e).strip().splitlines() or [type(e).__name__])[0]}")
         status = 1
     finally:
         os._exit(status)
