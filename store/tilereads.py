@@ -173,8 +173,7 @@ class TileReads(SQLCore):
         rows = self._read(
             lambda tx: tx.all("SELECT DISTINCT tenant FROM checkpoint ORDER BY tenant")
         )
-        names = (stored_text(r[0], "tenant") for r in rows)
-        return [n for n in names if "/" not in n]
+        return _tenants_of(rows)
 
     def log_tenants(self) -> list[str]:
         """Every tenant of this database whose log exists -- it sealed a run or kept a
@@ -186,8 +185,14 @@ class TileReads(SQLCore):
                 " ORDER BY tenant"
             )
         )
-        names = (stored_text(r[0], "tenant") for r in rows)
-        return [n for n in names if "/" not in n]
+        return _tenants_of(rows)
+
+
+def _tenants_of(rows: list[tuple[object, ...]]) -> list[str]:
+    """The tenants among the log names of ``rows``: an inbox log (``<tenant>/inbox``, a name
+    no tenant can have) is not one."""
+    names = (stored_text(r[0], "tenant") for r in rows)
+    return [n for n in names if "/" not in n]
 
 
 def _stored_indexes(height: int, first: int, count: int) -> list[int]:
