@@ -1,8 +1,11 @@
 """The journal store on SQLite: the embedded default (one process writes; see :mod:`store.sql`).
 
 The connection, its settings (WAL, ``synchronous = FULL``, the busy timeout) and the
-transactions are the storage engine's (:mod:`store.db.sqlite`), used as they are: the journal
-does not take the engine's writer queue (the reason is there). Every write (append, seal,
+transactions are the storage engine's (:mod:`store.db.sqlite`). The journal does not take the
+engine's writer queue (the reason is there); it does checkpoint its WAL on a thread of the
+handle's (:class:`JournalDialect`, :mod:`store.db.checkpointer`): a batch of inbox events or
+of journal records writes pages all over its indexes, and copying them back into the database
+file was a third of such a batch's commit when the writer did it. Every write (append, seal,
 acquire, renew, release, cancellation requests, checkpoint signing and cosigning) is a
 ``BEGIN IMMEDIATE`` transaction: the database's write lock up front, so its reads and writes
 form one act across connections and processes. Reads use a deferred ``BEGIN``: one WAL
@@ -37,6 +40,12 @@ from tlog.keys import SignerKey
 from tlog.note import Ed25519Signer
 
 
+class JournalDialect(SQLiteDialect):
+    """The engine's SQLite dialect with the WAL checkpointed on a thread (module docstring)."""
+
+    background_checkpoints = True
+
+
 def _check_path(db: object) -> str:
     if not isinstance(db, str) or not db or db == ":memory:":
         raise UsageError("the SQLite database is a file path")
@@ -64,7 +73,7 @@ class SQLiteStore(SQLStore):
         if not os.path.exists(db):
             raise UsageError(f"{db}: {NOT_INITIALISED}")
         super().__init__(
-            SQLiteDialect(db, create=False),
+            JournalDialect(db, create=False),
             tenant=tenant,
             key=key,
             record_signer=record_signer,
@@ -146,4 +155,4 @@ class MemoryStore(SQLStore):
         self._memory.discard()
 
 
-__all__ = ["BUSY_TIMEOUT_MS", "MemoryStore", "SQLiteDialect", "SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_MS", "JournalDialect", "MemoryStore", "SQLiteDialect", "SQLiteStore"]

@@ -38,6 +38,11 @@ matched against the schema's constraint table. A COMMIT that fails with an I/O e
 (``SQLITE_IOERR*``) has no verdict (the WAL may or may not hold the commit); any other
 failure is a clean rollback.
 
+Checkpoints (:attr:`SQLiteDialect.background_checkpoints`, off unless a schema turns it on):
+SQLite checkpoints the WAL in the writer whose commit brought it past 1,000 pages; with the
+option, a thread of the handle's does (:mod:`store.db.checkpointer`), and the writers keep a
+backstop. The journal store turns it on.
+
 The database file must exist to be opened when ``create`` is false (URI ``mode=rw``): a
 missing file is never silently created.
 """
@@ -53,6 +58,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from store.db.checkpointer import WRITER_PRAGMAS, Checkpointer
 from store.db.engine import Dialect
 from tlog.errors import UsageError
 
@@ -97,12 +103,16 @@ class SQLiteDialect(Dialect):
     unwritable_is_usage: ClassVar[bool] = False
     """A file or directory that cannot be written (WAL needs -wal and -shm files beside the
     database) is a UsageError naming the path, not a BackendError."""
+    background_checkpoints: ClassVar[bool] = False
+    """Checkpoint the WAL on a thread of the handle's, not in the committing writer
+    (:mod:`store.db.checkpointer`)."""
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = path
         self.create = create
         self._lock_fd: int | None = None
         self._lock_pid = 0
+        self._checkpointer = Checkpointer(path) if self.background_checkpoints else None
 
     @contextlib.contextmanager
     def _queue(self) -> Iterator[object]:
@@ -126,9 +136,21 @@ class SQLiteDialect(Dialect):
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def write_lock(self) -> contextlib.AbstractContextManager[object]:
+        if self._checkpointer is not None:
+            return self._checkpointing(self._checkpointer)
         return self._queue() if self.writer_queue else contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def _checkpointing(self, checkpointer: Checkpointer) -> Iterator[object]:
+        with self._queue() if self.writer_queue else contextlib.nullcontext():
+            try:
+                yield None
+            finally:
+                checkpointer.written()
+
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None and self._lock_pid == os.getpid():
             os.close(fd)
@@ -152,6 +174,9 @@ class SQLiteDialect(Dialect):
                 raise sqlite3.OperationalError(f"journal mode is {mode}, WAL is needed")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if self._checkpointer is not None:
+                for pragma in WRITER_PRAGMAS:
+                    conn.execute(pragma)
         except BaseException:
             conn.close()
             raise
