@@ -36,12 +36,15 @@ allows. One round (:func:`follow_once`):
 On a detection (status 1) nothing is written over the state; instead the **evidence** goes to
 a new directory under ``--evidence DIR`` (default ``<state>.evidence``): ``checkpoint.old``
 (the state, when there is one), ``checkpoint.new`` (what the log served), ``reason`` (one
-line) and, only for a checkpoint inconsistent with the state, ``consistency-proof`` (the proof
-computed, one base64 hash per line). A third party checks the two signed notes, trusting
-nothing of ours, with ``tlog-verify consistency checkpoint.old checkpoint.new --policy FILE``,
-adding ``--proof consistency-proof`` when that file exists (two roots for one size need no
-proof; a log that went back is reported as a rollback), or ``tlog-verify checkpoint`` for
-each note.
+line), only for a checkpoint inconsistent with the state ``consistency-proof`` (the proof
+computed, one base64 hash per line), and for a tile or bundle that does not hash as the
+checkpoint says, what was served: ``served/<path>`` (e.g. ``served/tile/entries/000``; every
+tile the round read when the fault is not one file's; a full bundle is fetched again, since
+the check streams them) and ``served/urls`` (the URL of each, one per line), for the log's
+operator. A third party checks the two signed notes, trusting nothing of ours, with
+``tlog-verify consistency checkpoint.old checkpoint.new --policy FILE``, adding ``--proof
+consistency-proof`` when that file exists (two roots for one size need no proof; a log that
+went back is reported as a rollback), or ``tlog-verify checkpoint`` for each note.
 
 A fetch that fails (network, a status other than 200, a body over its limit) makes the round
 unusable (status 2): nothing was judged. ``Content-Encoding: gzip`` is decoded (within the same
@@ -50,6 +53,7 @@ limits).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import io
@@ -279,6 +283,10 @@ class Evidence:
     old: bytes | None
     new: bytes
     proof: list[bytes] = field(default_factory=list)
+    served: dict[str, bytes] = field(default_factory=dict)
+    """Tile and bundle paths (``tile/…``) -> the bytes served, for a tile fault."""
+    url: str = ""
+    """The log's base URL (ends with ``/``), for ``served/urls``."""
 
     def write(self, directory: Path) -> Path:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -293,7 +301,12 @@ class Evidence:
             files["checkpoint.old"] = self.old
         if self.proof:
             files["consistency-proof"] = "".join(b64encode(h) + "\n" for h in self.proof).encode()
+        if self.served:
+            for path, data in self.served.items():
+                files[f"served/{path}"] = data  # paths of tlog-tiles' grammar: no "..", no "/"
+            files["served/urls"] = "".join(f"{self.url}{p}\n" for p in self.served).encode()
         for name, data in files.items():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
             with output_file(str(target / name), ".tlog-verify-") as f:
                 f.write(data)
         return target
@@ -304,6 +317,34 @@ class _Detected(Exception):
         super().__init__(str(error))
         self.error = error
         self.evidence = evidence
+
+
+class _TileFault(Exception):
+    """Internal: a bundle or tile that does not hash as it must, with the bytes served."""
+
+    def __init__(self, error: LocatedError, served: dict[str, bytes]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.served = served
+
+
+def _with_bundle(served: dict[str, bytes], reader: TileReader, bundle: Bundle) -> dict[str, bytes]:
+    """``served`` and ``bundle`` fetched again: the bundles hashed are not kept (the check
+    streams), so the evidence has the bundle as served now; a fetch that fails leaves it out."""
+    with contextlib.suppress(InputError):
+        served[bundle.path()] = reader.fetcher.get(bundle.path(), _MAX_BUNDLE)
+    return served
+
+
+def _tile_evidence(
+    err: LocatedError, held: bytes | None, note: bytes, reader: TileReader, served: dict[str, bytes]
+) -> Evidence:
+    return Evidence(str(err), held, note, served=served, url=reader.fetcher.url)
+
+
+def _held_tiles(reader: TileReader) -> dict[str, bytes]:
+    """path -> bytes of every tile ``reader`` fetched (those a fault may be in)."""
+    return {tile.path(): data for tile, data in sorted(reader.tiles.items())}
 
 
 def _frontier(reader: TileReader, size: int) -> list[tuple[int, bytes]]:
@@ -400,7 +441,7 @@ def _check_entries(
         leaves = _leaf_tile(bundle, data)
         compared += tile in reader.tiles
         if tile in reader.tiles and leaves != reader.read_tile(tile):
-            raise LocatedError(
+            err = LocatedError(
                 "proof",
                 f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
                 # Either may be the one altered: a full level-0 tile off the tree's right
@@ -408,6 +449,7 @@ def _check_entries(
                 "(the bundle's entries or the tile were rewritten, reordered or cut)",
                 checkpoint_size=new.size,
             )
+            raise _TileFault(err, {bundle.path(): data, tile.path(): reader.read_tile(tile)})
         if bundle.is_full:
             roots[bundle.index] = perfect_root(split_hashes(leaves))
             if tile not in reader.tiles:
@@ -427,19 +469,25 @@ def _check_entries(
                 if child is not None and child != h:
                     below = Tile(level - 1, tile.index * TILE_WIDTH + i)
                     if level == 1 and below.index in from_bundle:
-                        raise LocatedError(
+                        bundle = Bundle(below.index, TILE_WIDTH)
+                        err = LocatedError(
                             "proof",
-                            f"{Bundle(below.index, TILE_WIDTH).path()} does not hash to the"
-                            f" root tile {tile.path()} holds at position {i} (the bundle's"
-                            " entries or the tile were rewritten, reordered or cut)",
+                            f"{bundle.path()} does not hash to the root tile {tile.path()} holds"
+                            f" at position {i} (the bundle's entries or the tile were"
+                            " rewritten, reordered or cut)",
                             checkpoint_size=new.size,
                         )
-                    raise LocatedError(
+                        raise _TileFault(err, _with_bundle({tile.path(): data}, reader, bundle))
+                    err = LocatedError(
                         "proof",
                         f"tile {tile.path()} does not hold the root of tile {below.path()} at"
                         f" position {i} (a tile was rewritten)",
                         checkpoint_size=new.size,
                     )
+                    served = {tile.path(): data}
+                    if below in reader.tiles:
+                        served[below.path()] = reader.read_tile(below)
+                    raise _TileFault(err, served)
             if tile.is_full:
                 next_roots[tile.index] = perfect_root(hashes)
         roots = next_roots
@@ -512,7 +560,7 @@ def _judge_round(
                 "(a tile was rewritten)",
                 checkpoint_size=new.size,
             )
-            raise _Detected(err, Evidence(str(err), held, note))
+            raise _Detected(err, _tile_evidence(err, held, note, reader, _held_tiles(reader)))
         report.check("tiles", "tiles hash to the checkpoint's root", len(reader.tiles), "tiles")
         if old is not None and old.size > 0:
             proof = merkle.consistency_proof(old.size, new.size, reader)
@@ -531,7 +579,8 @@ def _judge_round(
                         f" of size {new.size} (a tile was rewritten: not evidence of a fork)",
                         checkpoint_size=new.size,
                     )
-                    raise _Detected(err, Evidence(str(err), held, note)) from None
+                    evidence = _tile_evidence(err, held, note, reader, _held_tiles(reader))
+                    raise _Detected(err, evidence) from None
                 why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
                 if other != old.root:
                     why += f": its tree has the root {b64encode(other)} at size {old.size}"
@@ -548,6 +597,10 @@ def _judge_round(
     if verify_entries and new.size > (0 if old is None else old.size):
         try:
             count, compared = _check_entries(reader, old, new, progress, check_tiles)
+        except _TileFault as e:
+            raise _Detected(
+                e.error, _tile_evidence(e.error, held, note, reader, e.served)
+            ) from None
         except LocatedError as e:
             raise _Detected(e, Evidence(str(e), held, note)) from None
         report.check("entries", "entry bundles extend the tree to the new root", count, "entries")

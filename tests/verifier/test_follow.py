@@ -218,6 +218,10 @@ def test_rewritten_tile(key: SignerKey, servers: ServerThread, tmp_path: Path) -
     code, report = run(url, store, state)
     assert code == 1
     assert "tiles do not hash to the root" in report["failure"]["message"]  # type: ignore[index]
+    # The tiles the root was computed from, as served, with their URLs: the bad one among them.
+    served = evidence_of(report) / "served"
+    assert (served / "tile/0/000.p/9").read_bytes() == bytes(data)
+    assert f"{url}tile/0/000.p/9\n" in (served / "urls").read_text()
     tile.write_bytes(bytes(data[:-32]))  # cut short
     code, report = run(url, store, state)
     assert code == 1
@@ -251,6 +255,7 @@ def test_a_rewritten_tile_in_the_proof_is_no_fork(
     )
     assert "not consistent" not in message
     assert not (evidence_of(report) / "consistency-proof").exists()
+    assert (evidence_of(report) / "served" / "tile/0/000").read_bytes() == bytes(data)
     tile.write_bytes(good)
     assert run(url, store, state)[0] == 0  # the honest tiles: consistent, accepted
 
@@ -304,6 +309,14 @@ def test_bad_full_bundle(key: SignerKey, servers: ServerThread, tmp_path: Path, 
         "tile/entries/000 does not hash to the root tile tile/1/000.p/1 holds at position 0"
         " (the bundle's entries or the tile were rewritten, reordered or cut)"
     ), message
+    served = evidence_of(report) / "served"
+    assert (served / "tile/entries/000").read_bytes() == bundle.read_bytes()
+    tile1 = root / "default" / "tile" / "1" / "000.p" / "1"
+    assert (served / "tile/1/000.p/1").read_bytes() == tile1.read_bytes()
+    assert sorted((served / "urls").read_text().splitlines()) == [
+        f"{url}tile/1/000.p/1",
+        f"{url}tile/entries/000",
+    ]
     assert not state.exists()
     assert run(url, store, state)[0] == 0  # the tiles and checkpoint are fine
 
@@ -326,6 +339,10 @@ def test_rewritten_level0_tile_is_not_blamed_on_the_entries(
     message = report["failure"]["message"]  # type: ignore[index]
     assert "tile/entries/000 does not hash to its level-0 tile tile/0/000" in message
     assert "the bundle's entries or the tile were rewritten" in message
+    served = evidence_of(report) / "served"
+    assert (served / "tile/0/000").read_bytes() == bytes(data)
+    bundle = root / "default" / "tile" / "entries" / "000"
+    assert (served / "tile/entries/000").read_bytes() == bundle.read_bytes()
     tile.write_bytes(bytes(data[:40]) + bytes([data[40] ^ 1]) + bytes(data[41:]))  # honest
     code, report = run(url, store, state, "--check-tiles")
     assert code == 0, report
