@@ -18,6 +18,7 @@ from store.tilefiles import publish_tiles
 from store.tilereads import TileReads
 from store.tiles import StoreLog, tile_reads
 from tlog.cli.run import Verb, decimal_arg, utf8_arg, write_error, write_stdout
+from tlog.errors import UsageError
 
 if TYPE_CHECKING:
     from store.tileserver import TileServer  # aiohttp: imported only when serve runs
@@ -71,6 +72,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         serve_workers,
     )
 
+    if ui.chosen_tenant(args) is not None:
+        raise UsageError(
+            "serve serves every tenant's log, each under /<tenant>/: --tenant does not apply"
+        )
     host, port = ui.parse_listen(args.listen)
     db, pg = ui.store_location(args)
     cache = (
@@ -122,10 +127,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_tiles(args: argparse.Namespace) -> int:
     out = utf8_arg(args.out, "--out")
     db, pg = ui.store_location(args)
+    only = ui.chosen_tenant(args)
     results = []
     with ui.open_store_of(args) as store:
         tenants = tile_reads(store).tenants()
         logs = tile_reads(store).log_tenants()
+    if only is not None:
+        if only not in tenants:
+            why = "no kept checkpoint yet" if only in logs else "no log"
+            raise UsageError(
+                f"the tenant {only!r} has {why}: nothing to write (keep a checkpoint with"
+                " 'tlog-store checkpoint' or 'publish')"
+            )
+        tenants, logs = [only], [only]
     # A tenant whose log has nothing published yet is not an error, but a silent skip looks
     # like a tenant lost: say so, on stderr, so that stdout (and --json) stays the results.
     for tenant in sorted(set(logs) - set(tenants)):
@@ -171,7 +185,7 @@ def tiles_verbs() -> tuple[Verb, Verb]:
         ),
         verb(
             "tiles",
-            "write every tenant's log as tlog-tiles files",
+            "write every tenant's log (or --tenant T's) as tlog-tiles files",
             TILES,
             _cmd_tiles,
             tiles_args,
@@ -193,8 +207,8 @@ tiles with max-age=5; every answer with Access-Control-Allow-Origin: * (a monito
 browser may read the log). A new checkpoint is served within a second. The full tiles and
 bundles served last are kept in memory (--cache-mb). Prints 'listening on URL' once it
 accepts connections, and one JSON line per request on standard error. Every tenant of the
-store that keeps a checkpoint is served (--tenant is not read). Needs the 'store' extra
-(aiohttp).
+store that keeps a checkpoint is served (--tenant is refused: it would not narrow that).
+Needs the 'store' extra (aiohttp).
 
 examples:
   tlog-store serve --db journal.db --listen 127.0.0.1:8080
@@ -212,9 +226,9 @@ the next run completes. A file already there with other bytes, or a DIR checkpoi
 origin, a larger size or another root for its size, stops the run with status 1 and writes
 nothing over it. Prints 'TENANT OLD_SIZE -> SIZE: N files' per tenant, N the tiles and
 bundles written (the checkpoint file is not counted); --json prints {"tenants": [{tenant,
-old_size, size, written}]}. Every tenant of the store that keeps a checkpoint is published
-(--tenant is not read); one that keeps none yet is skipped, with 'tlog-store: tiles: skipped
-tenant T: no kept checkpoint' on standard error.
+old_size, size, written}]}. Every tenant of the store that keeps a checkpoint is published;
+one that keeps none yet is skipped, with 'tlog-store: tiles: skipped tenant T: no kept
+checkpoint' on standard error. With --tenant T only T is (status 2 when it keeps none).
 
 examples:
   tlog-store tiles --db journal.db --out /srv/www/journal

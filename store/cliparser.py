@@ -146,10 +146,17 @@ def write_output(path: str, data: bytes) -> None:
 
 
 def parse_tenant(args: argparse.Namespace) -> str:
-    """The --tenant argument: a valid tenant (:func:`tlog.journal.check_tenant`)."""
-    tenant: str = utf8_arg(args.tenant, "--tenant")
+    """The --tenant argument (``default`` when not given): a valid tenant
+    (:func:`tlog.journal.check_tenant`)."""
+    tenant: str = DEFAULT_TENANT if args.tenant is None else utf8_arg(args.tenant, "--tenant")
     check_tenant(tenant)
     return tenant
+
+
+def chosen_tenant(args: argparse.Namespace) -> str | None:
+    """The --tenant argument when it was given (valid), else None: for the verbs that act on
+    every tenant unless one is named."""
+    return None if args.tenant is None else parse_tenant(args)
 
 
 def key_path(args: argparse.Namespace, db: str | None) -> str:
@@ -217,8 +224,9 @@ def _store_option_group(p: argparse.ArgumentParser, key_help: str, *, before_ver
     namespace over the command's, so a default there would undo a value given before the
     verb. The real defaults are the command parser's. Given on both sides, the later wins.
     """
+    # --tenant's default is None, not "default": parse_tenant supplies that, and the verbs
+    # that act on every tenant can tell a tenant named from none (chosen_tenant).
     none = None if before_verb else argparse.SUPPRESS
-    tenant = DEFAULT_TENANT if before_verb else argparse.SUPPRESS
 
     def shown(text: str) -> str:
         # The command's help lists them once, in its epilog (MAIN), with more to say.
@@ -235,7 +243,7 @@ def _store_option_group(p: argparse.ArgumentParser, key_help: str, *, before_ver
         metavar="URL",
         help=shown(f"PostgreSQL URL (env {ENV_POSTGRES})"),
     )
-    g.add_argument("--tenant", default=tenant, metavar="T", help=shown("tenant (default: default)"))
+    g.add_argument("--tenant", default=none, metavar="T", help=shown("tenant (default: default)"))
     g.add_argument("--key", default=none, metavar="FILE", help=shown(key_help))
 
 

@@ -237,6 +237,29 @@ def test_tiles_json_and_a_second_run(db: str, tmp_path: Path) -> None:
     }
 
 
+def test_tiles_of_one_tenant(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "www"
+    code, printed, err = call_main(main, ["tiles", "--db", db, "--out", str(out), "--tenant", "b"])
+    assert (code, printed, err) == (0, b"b 0 -> 3: 2 files\n", "")  # nothing said of 'c'
+    assert sorted(p.name for p in out.iterdir()) == ["b"]
+    # Placed before the verb, as every store option may be.
+    result = call_main(main, ["--tenant", "a", "tiles", "--db", db, "--out", str(out)])
+    assert result.out == b"a 0 -> 600: 12 files\n"
+    result = call_main(main, ["tiles", "--db", db, "--out", str(out), "--tenant", "c"])
+    one_error_line(result, 2, "tlog-store: tiles: the tenant 'c' has no kept checkpoint yet")
+    result = call_main(main, ["tiles", "--db", db, "--out", str(out), "--tenant", "nobody"])
+    one_error_line(result, 2, "tlog-store: tiles: the tenant 'nobody' has no log")
+    result = call_main(main, ["tiles", "--db", db, "--out", str(out), "--tenant", "a/b"])
+    one_error_line(result, 2, "tlog-store: tiles: ")
+    assert "a/b" in result.err
+    assert sorted(p.name for p in out.iterdir()) == ["a", "b"]
+
+
+def test_serve_refuses_a_tenant(db: str) -> None:
+    result = call_main(main, ["serve", "--db", db, "--tenant", "a"])
+    one_error_line(result, 2, "tlog-store: serve: serve serves every tenant's log")
+
+
 def test_tiles_refuses_to_overwrite_other_bytes(db: str, tmp_path: Path) -> None:
     out = tmp_path / "www"
     tile = out / "b" / "tile" / "0" / "000.p" / "3"
