@@ -62,7 +62,9 @@ afterwards; when no server answers, the report says so and measures SQLite alone
 The schema's ceiling (SQLite): :class:`RowsFloor` writes exactly the rows ``buffer`` writes, one
 event a durable transaction, by bare sqlite3 with every row computed beforehand, beside the
 floor: how much of the gap to the floor is the schema's (its pages and indexes) and how much
-the store's code.
+the store's code. And :class:`~bench.inbox_lean.LeanFloor`, the leanest schema we found (two
+rows a durable commit, the rest in batches), by bare sqlite3 too: how near any redesign of the
+schema could come to the batch-1 target on this machine.
 
 Targets (SQLite): buffering one event at a time >= 60% of the durable-commit rate measured in
 the same run; buffering at batch 100 >= 20,000 events/s; a claim at 1,000,000 live events
@@ -86,6 +88,8 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
+from bench.inbox_lean import BATCH as LEAN_BATCH
+from bench.inbox_lean import LeanFloor
 from bench.merkle_bench import Section, fmt_ratio, fmt_time
 from bench.store_bench import (
     ORIGIN,
@@ -417,14 +421,17 @@ def measure_throughput(target: Target, directory: Path, key: Any, c: Config) -> 
             positions.extend(range(len(positions), len(positions) + 50))
             pages = PageFloor(directory, round(result.pages))
             rows = RowsFloor(directory, key, len(positions))
+            lean = LeanFloor(directory, len(positions))
             try:
                 for _ in range(c.runs):
                     f = floor.rate(c.floor_commits)
                     result.rates.setdefault("floor after", []).append(f)
                     result.rates.setdefault("pages", []).append(pages.rate(c.floor_commits))
                     result.rates.setdefault("rows", []).append(rows.rate(c.buffers[1]) / f)
+                    result.rates.setdefault("lean", []).append(lean.rate(c.buffers[1]) / f)
             finally:
                 rows.close()
+                lean.close()
         if positions != list(range(len(positions))):
             raise AssertionError(f"{target.name}: the positions handed out are not dense")
         cp = inbox.checkpoint()
@@ -983,6 +990,19 @@ def _report_throughput(section: Section, c: Config, results: dict[str, Throughpu
                     "buffer, batch 1",
                     f"{median(r.ratios['buffer1']):.0%} of floor",
                     f"{ceiling / median(r.ratios['buffer1']):.2f}x",
+                )
+            )
+        if "lean" in r.rates:
+            lean = median(r.rates["lean"])
+            section.rows.append(
+                (
+                    f"the leanest schema we found, by bare sqlite3, {backend} (two rows a commit,"
+                    f" the indexes and log hashes every {LEAN_BATCH} events: bench/inbox_lean.py;"
+                    " a ceiling for any redesign)",
+                    f"{lean:.0%} of floor",
+                    "target",
+                    f"{FLOOR_SHARE_TARGET:.0%} of floor",
+                    f"{lean / FLOOR_SHARE_TARGET:.2f}x",
                 )
             )
         for op, label in OPS_A:

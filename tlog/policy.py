@@ -401,7 +401,7 @@ class Policy:
             if q is not None:
                 quorum = q
         if quorum is None:
-            raise MalformedError(f"line {max(len(lines), 1)}: the policy has no quorum line")
+            raise MalformedError(f"line {max(len(lines), 1)}: the policy ends with no quorum line")
         return cls(
             logs=tuple(logs), witnesses=tuple(witnesses), groups=tuple(groups), quorum=quorum
         )
