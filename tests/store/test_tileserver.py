@@ -222,6 +222,11 @@ def test_a_new_checkpoint_and_a_new_tenant_are_served(
     expect_ok(call_main(main, ["checkpoint", "--db", db, "--tenant", "a", "--key", str(key)]))
     assert get(f"{url}/a/checkpoint")[2].split(b"\n")[1] == b"605"
     assert get(f"{url}/a/tile/0/002.p/93")[0] == 200
+    # Any width below the checkpoint's size is served, not only the widths of checkpoints
+    # (docs/tiles.md): its bytes are the first hashes of the full tile.
+    status, _, body = get(f"{url}/a/tile/0/002.p/7")
+    assert (status, body) == (200, get(f"{url}/a/tile/0/002.p/93")[2][: 7 * 32])
+    assert get(f"{url}/a/tile/0/002.p/94")[0] == 404
 
 
 def test_tiles_json_and_a_second_run(db: str, tmp_path: Path) -> None:
