@@ -520,7 +520,7 @@ def proves_inconsistency(
 
 
 def proven_prefix_root(
-    old: int, size: int, new_root: bytes, proof: Sequence[bytes]
+    old: int, size: int, new_root: bytes, proof: Sequence[bytes], *, node: bytes | None = None
 ) -> bytes | None:
     """The root at size ``old`` of the tree (``size``, ``new_root``), as ``proof`` proves it;
     None when it proves none.
@@ -530,15 +530,20 @@ def proven_prefix_root(
     collision of SHA-256 aside), so the root they give at ``old`` is the tree's own prefix root.
     A third party can then check it with :func:`verify_consistency` (``tlog check
     consistency``) from that root. When ``old`` is a power of two the proof carries no root
-    of its own for ``old`` (RFC 9162 prepends the verifier's old root): None. None too unless
-    0 < ``old`` < ``size``.
+    of its own for ``old`` (RFC 9162 prepends the verifier's old root, which is the tree's
+    node over its first ``old`` leaves): ``node``, that node as read from the tree's tiles, is
+    the root when the proof folds from it to ``new_root``; without ``node``, None. None too
+    unless 0 < ``old`` < ``size``.
     """
     if not 0 < old < size or size > MAX_INT63 or len(new_root) != HASH_SIZE:
         return None
-    if old & (old - 1) == 0 or len(proof) != consistency_proof_size(old, size):
+    if len(proof) != consistency_proof_size(old, size) or any(len(h) != HASH_SIZE for h in proof):
         return None
-    if any(len(h) != HASH_SIZE for h in proof):
-        return None
+    if old & (old - 1) == 0:
+        if node is None or len(node) != HASH_SIZE:
+            return None
+        _, sr = _consistency_roots(old, size, node, proof)
+        return node if sr == new_root else None
     fr, sr = _consistency_roots(old, size, b"", proof)
     return fr if sr == new_root else None
 

@@ -78,6 +78,7 @@ from tlog.merkle import EMPTY_ROOT as _EMPTY_ROOT
 from tlog.merkle import consistency_proof as _consistency_proof
 from tlog.merkle import consistency_proof_indexes as _consistency_proof_indexes
 from tlog.merkle import node_hash as _node_hash
+from tlog.merkle import proven_prefix_root as _proven_prefix_root
 from tlog.merkle import split_stored_hash_index as _split_stored_hash_index
 
 __all__ = [
@@ -106,6 +107,8 @@ __all__ = [
     "parse_tile_index",
     "parse_tile_path",
     "perfect_root",
+    "prefix_tiles",
+    "proven_prefix_from_tiles",
     "root_tiles",
     "split_hashes",
     "tile_root",
@@ -628,10 +631,10 @@ def consistency_proof_from_tiles(
 
     The caller compares the root with the new checkpoint's before it trusts the proof: tiles
     that do not give that root were rewritten, and a proof from them proves nothing. The proof
-    may read tiles the root does not (full tiles off the tree's right edge), so a proof must
-    also fold to the new root (:func:`tlog.merkle.proven_prefix_root` not None) before it
-    counts: one that does not holds a rewritten tile's hash. Only a proof that folds to the new
-    root from another old root shows that the log forked.
+    may read tiles the root does not (full tiles off the tree's right edge), so a proof that
+    does not verify must also fold to the new root (:func:`proven_prefix_from_tiles` not None)
+    before it counts: one that does not holds a rewritten tile's hash. Only a proof that folds
+    to the new root from another old root shows that the log forked.
     """
     if not 0 <= old_size <= new_size:
         raise UsageError(f"no consistency proof from size {old_size} to size {new_size}")
@@ -640,6 +643,36 @@ def consistency_proof_from_tiles(
     if not 0 < old_size < new_size:
         return root, []
     return root, _consistency_proof(old_size, new_size, reader)
+
+
+def prefix_tiles(old_size: int, new_size: int) -> list[Tile]:
+    """The tiles :func:`proven_prefix_from_tiles` reads beyond :func:`consistency_tiles`: when
+    ``old_size`` is a power of two (and 0 < ``old_size`` < ``new_size``), the one holding the
+    node over the first ``old_size`` leaves; else none."""
+    if not 0 < old_size < new_size or old_size & (old_size - 1):
+        return []
+    tile, _, _ = locate_node(old_size.bit_length() - 1, 0, new_size)
+    return [tile]
+
+
+def proven_prefix_from_tiles(
+    old_size: int, new_root: bytes, proof: Sequence[bytes], reader: TileHashReader
+) -> bytes | None:
+    """The root at ``old_size`` that ``proof``, computed from ``reader``'s tiles, proves the
+    tree (``reader.size``, ``new_root``) to have (:func:`tlog.merkle.proven_prefix_root`);
+    None when it proves none: the proof holds a rewritten tile's hash (one the root does not
+    read), and is no evidence of anything. When ``old_size`` is a power of two the proof
+    carries no root for it: the node over the first ``old_size`` leaves is read from
+    ``reader`` (:func:`prefix_tiles`), and is the root when the proof folds from it.
+
+    Requires: the tiles give ``new_root`` (:func:`tile_root`), checked by the caller.
+    Followers of a log judge a failed consistency proof by this: another root proven at
+    ``old_size`` is a fork; None is a tile fault.
+    """
+    node = None
+    if 0 < old_size < reader.size and old_size & (old_size - 1) == 0:
+        node = reader.node(old_size.bit_length() - 1, 0)
+    return _proven_prefix_root(old_size, reader.size, new_root, proof, node=node)
 
 
 def tiles_from_leaf_hashes(leaf_hashes: Iterable[bytes]) -> dict[Tile, bytes]:

@@ -89,6 +89,7 @@ from tlog.tiles import (
     new_tiles,
     parse_bundle,
     perfect_root,
+    proven_prefix_from_tiles,
     split_hashes,
     tile_root,
 )
@@ -567,7 +568,7 @@ def _judge_round(
             try:
                 merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
             except ProofError as pe:
-                other = merkle.proven_prefix_root(old.size, new.size, new.root, proof)
+                other = proven_prefix_from_tiles(old.size, new.root, proof, reader)
                 if other is None:
                     # Every proof hash goes into the new root: a proof that does not even fold
                     # to it holds a rewritten tile's hash (one the root check does not read; a

@@ -21,7 +21,9 @@ feed`` follows every enabled log that has one. One round for one log (:func:`fee
    checkpoint's root were rewritten or cut: *unusable*, nothing submitted (they prove nothing
    about the log, whose signature is on the root, not on the tiles). So is a proof that does
    not even fold to the new root (every proof hash goes into it): a tile that only the proof
-   reads was rewritten.
+   reads was rewritten. When ``old`` is a power of two the proof carries no root of its own
+   for it, so the tile holding the node over the first ``old`` leaves is fetched too, and the
+   proof must fold from that node (:func:`tlog.tiles.proven_prefix_from_tiles`).
 4. Submit ``old <old>``, the proof and the note through
    :meth:`~witness.cosigning.Cosigning.cosign`: **the one path of POST /add-checkpoint**
    after the body is read — parse, known and enabled origin, the log's signature, the quota,
@@ -58,9 +60,16 @@ import aiohttp
 
 from tlog.checkpoint import origin_of
 from tlog.errors import MalformedError, TlogError
-from tlog.merkle import proven_prefix_root
 from tlog.note import MAX_NOTE_SIZE
-from tlog.tiles import FULL_TILE_SIZE, Tile, consistency_proof_from_tiles, consistency_tiles
+from tlog.tiles import (
+    FULL_TILE_SIZE,
+    Tile,
+    TileHashReader,
+    consistency_proof_from_tiles,
+    consistency_tiles,
+    prefix_tiles,
+    proven_prefix_from_tiles,
+)
 from tlog.witnessproto import AddCheckpointRequest, ConflictError
 from witness.config import DEFAULT_FEED_INTERVAL, DEFAULT_FEED_TIMEOUT
 from witness.cosigning import Cosigning
@@ -200,7 +209,10 @@ async def feed_log(
     proof: list[bytes] = []
     if stored is None or cp.size > stored.size:
         try:
-            tiles = await client.tiles(consistency_tiles(old, cp.size))
+            wanted = consistency_tiles(old, cp.size)
+            if stored is not None:  # a proof that fails is judged: it may need one tile more
+                wanted += [t for t in prefix_tiles(old, cp.size) if t not in wanted]
+            tiles = await client.tiles(wanted)
             root, proof = consistency_proof_from_tiles(old, cp.size, tiles.__getitem__)
         except (FetchFailed, MalformedError) as e:
             return result("unusable", f"size {cp.size}: {e}", **facts)
@@ -214,7 +226,10 @@ async def feed_log(
         if (
             stored is not None
             and proof
-            and proven_prefix_root(old, cp.size, cp.root, proof) is None
+            and proven_prefix_from_tiles(
+                old, cp.root, proof, TileHashReader(cp.size, tiles.__getitem__)
+            )
+            is None
         ):
             # Every proof hash goes into the new root: a proof that does not even fold to it
             # holds a rewritten tile's hash (one the root does not read), and proves nothing.

@@ -180,6 +180,32 @@ def test_inconsistent_growth_is_proven(
     assert third_party(evidence, honest.log_vkey) == 1
 
 
+@pytest.mark.parametrize(("old", "new"), [(1, 3), (4, 9), (256, 300)])
+def test_inconsistent_growth_from_a_power_of_two_is_proven(
+    key: SignerKey, servers: ServerThread, tmp_path: Path, old: int, new: int
+) -> None:
+    # From a power of two the proof carries no root at the old size: the node over the first
+    # `old` leaves is read from the tiles, and the proof folds from it. Before, no root came
+    # out of such a proof and a fork there was taken for a rewritten tile.
+    honest, fork = log(key, old), log(key, new, first=1000)
+    source = Switchable(honest)
+    url = servers.serve(make_app(source.server)) + "/default/"
+    state = tmp_path / "state"
+    assert run(url, honest, state)[0] == 0
+    kept = state.read_bytes()
+    grow(honest, new - old)
+    assert run(url, honest, state)[0] == 0, "honest growth from a power of two"
+    state.write_bytes(kept)  # back at the power of two, and now the log serves a fork
+    source.store = fork
+    code, report = run(url, honest, state)
+    assert code == 1, report
+    message = report["failure"]["message"]  # type: ignore[index]
+    assert f"is not consistent with size {old}: its tree has the root" in message, message
+    evidence = evidence_of(report)
+    assert (evidence / "consistency-proof").exists()
+    assert third_party(evidence, honest.log_vkey) == 1
+
+
 def test_server_going_backwards(key: SignerKey, servers: ServerThread, tmp_path: Path) -> None:
     store = log(key, 5)
     older = tmp_path / "older" / "default"

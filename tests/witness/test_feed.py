@@ -27,7 +27,7 @@ from tests.witness.helpers import WITNESS, witness_signers, witness_verifiers
 from tlog.checkpoint import open_checkpoint
 from tlog.keys import SignerKey, generate_key, parse_vkey
 from tlog.note import open_note
-from tlog.tiles import consistency_tiles
+from tlog.tiles import consistency_tiles, prefix_tiles
 from witness.cli import main
 from witness.cosigning import Cosigning
 from witness.feed import FeedResult, feed_round, round_status, run_feed
@@ -146,6 +146,26 @@ def test_the_witness_cosigns_a_growing_served_log_from_proofs_it_builds_from_til
     again = witness.round()
     assert (again.outcome, again.size, again.tiles) == ("unchanged", 700, 0)
     assert witness.state.evidence(ORIGIN) == []
+
+
+@pytest.mark.parametrize(("old", "new"), [(1, 2), (2, 5), (4, 260), (256, 300)])
+def test_the_witness_moves_on_from_a_power_of_two(
+    key: SignerKey, servers: ServerThread, witness: Witness, old: int, new: int
+) -> None:
+    # From a power of two the proof carries no root of its own for the old size: the feed
+    # fetches the tile holding the node over the first `old` leaves and checks the proof folds
+    # from it. Before, such a proof was taken for a rewritten tile and the witness stayed at
+    # the power of two for good.
+    store = new_log(key, old)
+    url = servers.serve(tiles_app(Served(store).server)) + "/default"
+    witness.state.add_log(ORIGIN, (store.log_vkey,), tiles=url)
+    assert witness.round().outcome == "cosigned"
+    grow(store, new - old)
+    moved = witness.round()
+    assert (moved.outcome, moved.old, moved.size) == ("cosigned", old, new), moved
+    wanted = consistency_tiles(old, new)
+    assert moved.tiles == len(wanted) + len([t for t in prefix_tiles(old, new) if t not in wanted])
+    assert witness.stored_size() == new
 
 
 def test_a_forked_log_is_refused_and_kept_as_evidence(
