@@ -391,6 +391,53 @@ def _leaf_tile(bundle: Bundle, data: bytes) -> bytes:
     return b"".join(merkle.leaf_hash(e) for e in entries)
 
 
+def _check_levels(
+    changed: list[Tile],
+    roots: dict[int, bytes],
+    from_bundle: set[int],
+    reader: TileReader,
+    size: int,
+) -> None:
+    """Each new tile above level 0 holds the roots of the full tiles below it, level by
+    level, from ``roots`` (index -> root of a full level-0 tile, computed from its bundle
+    alone for the indexes in ``from_bundle``)."""
+    for level in range(1, MAX_LEVEL + 1):
+        above = [t for t in changed if t.level == level]
+        if not above:
+            break
+        next_roots: dict[int, bytes] = {}
+        for tile in above:
+            data = reader.read_tile(tile)
+            hashes = split_hashes(data)
+            for i, h in enumerate(hashes):
+                child = roots.get(tile.index * TILE_WIDTH + i)
+                if child is not None and child != h:
+                    below = Tile(level - 1, tile.index * TILE_WIDTH + i)
+                    if level == 1 and below.index in from_bundle:
+                        bundle = Bundle(below.index, TILE_WIDTH)
+                        err = LocatedError(
+                            "proof",
+                            f"{bundle.path()} does not hash to the root tile {tile.path()} holds"
+                            f" at position {i} (the bundle's entries or the tile were"
+                            " rewritten, reordered or cut)",
+                            checkpoint_size=size,
+                        )
+                        raise _TileFault(err, _with_bundle({tile.path(): data}, reader, bundle))
+                    err = LocatedError(
+                        "proof",
+                        f"tile {tile.path()} does not hold the root of tile {below.path()} at"
+                        f" position {i} (a tile was rewritten)",
+                        checkpoint_size=size,
+                    )
+                    served = {tile.path(): data}
+                    if below in reader.tiles:
+                        served[below.path()] = reader.read_tile(below)
+                    raise _TileFault(err, served)
+            if tile.is_full:
+                next_roots[tile.index] = perfect_root(hashes)
+        roots = next_roots
+
+
 def _check_entries(
     reader: TileReader,
     old: Checkpoint | None,
@@ -457,41 +504,7 @@ def _check_entries(
                 from_bundle.add(bundle.index)
         if progress is not None:
             progress(bundle.index * TILE_WIDTH + bundle.width - start, total)
-    for level in range(1, MAX_LEVEL + 1):
-        above = [t for t in changed if t.level == level]
-        if not above:
-            break
-        next_roots: dict[int, bytes] = {}
-        for tile in above:
-            data = reader.read_tile(tile)
-            hashes = split_hashes(data)
-            for i, h in enumerate(hashes):
-                child = roots.get(tile.index * TILE_WIDTH + i)
-                if child is not None and child != h:
-                    below = Tile(level - 1, tile.index * TILE_WIDTH + i)
-                    if level == 1 and below.index in from_bundle:
-                        bundle = Bundle(below.index, TILE_WIDTH)
-                        err = LocatedError(
-                            "proof",
-                            f"{bundle.path()} does not hash to the root tile {tile.path()} holds"
-                            f" at position {i} (the bundle's entries or the tile were"
-                            " rewritten, reordered or cut)",
-                            checkpoint_size=new.size,
-                        )
-                        raise _TileFault(err, _with_bundle({tile.path(): data}, reader, bundle))
-                    err = LocatedError(
-                        "proof",
-                        f"tile {tile.path()} does not hold the root of tile {below.path()} at"
-                        f" position {i} (a tile was rewritten)",
-                        checkpoint_size=new.size,
-                    )
-                    served = {tile.path(): data}
-                    if below in reader.tiles:
-                        served[below.path()] = reader.read_tile(below)
-                    raise _TileFault(err, served)
-            if tile.is_full:
-                next_roots[tile.index] = perfect_root(hashes)
-        roots = next_roots
+    _check_levels(changed, roots, from_bundle, reader, new.size)
     return total, compared
 
 
@@ -511,6 +524,63 @@ def _read_state(path: Path) -> bytes | None:
 
 def _checkpoint_of(note: bytes) -> Checkpoint:
     return Checkpoint.parse(parse_note(note)[0])
+
+
+def _judge_tiles(
+    reader: TileReader,
+    old: Checkpoint | None,
+    new: Checkpoint,
+    held: bytes | None,
+    note: bytes,
+    report: Report,
+) -> None:
+    """The new tree's tiles: they hash to the new checkpoint's root, and (with a state) give a
+    consistency proof from it. Requires: the new size is larger than the state's."""
+    try:
+        root = tile_root(new.size, reader.read_tile)
+    except LocatedError as e:
+        raise _Detected(e, Evidence(str(e), held, note)) from None
+    if root != new.root:
+        err = LocatedError(
+            "proof",
+            f"the tiles do not hash to the root of the checkpoint of size {new.size} "
+            "(a tile was rewritten)",
+            checkpoint_size=new.size,
+        )
+        raise _Detected(err, _tile_evidence(err, held, note, reader, _held_tiles(reader)))
+    report.check("tiles", "tiles hash to the checkpoint's root", len(reader.tiles), "tiles")
+    if old is not None and old.size > 0:
+        proof = merkle.consistency_proof(old.size, new.size, reader)
+        try:
+            merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
+        except ProofError as pe:
+            other = proven_prefix_from_tiles(old.size, new.root, proof, reader)
+            if other is None:
+                # Every proof hash goes into the new root: a proof that does not even fold
+                # to it holds a rewritten tile's hash (one the root check does not read; a
+                # cache, a proxy). A tile fault, not evidence against the log (as the
+                # witness's feed takes it).
+                err = LocatedError(
+                    "proof",
+                    f"the tiles give no consistency proof from size {old.size} to the root"
+                    f" of size {new.size} (a tile was rewritten: not evidence of a fork)",
+                    checkpoint_size=new.size,
+                )
+                evidence = _tile_evidence(err, held, note, reader, _held_tiles(reader))
+                raise _Detected(err, evidence) from None
+            why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
+            if other != old.root:
+                why += f": its tree has the root {b64encode(other)} at size {old.size}"
+            else:
+                why += f" ({pe})"
+            err = LocatedError("consistency", why, checkpoint_size=new.size)
+            raise _Detected(err, Evidence(why, held, note, proof)) from None
+        report.check(
+            "consistency",
+            f"consistent with the accepted checkpoint of size {old.size}",
+            len(proof),
+            "proof hashes",
+        )
 
 
 def _judge_round(
@@ -550,51 +620,7 @@ def _judge_round(
             raise _Detected(err, Evidence(str(err), held, note))
     reader = TileReader(fetcher, new.size)
     if new.size > (0 if old is None else old.size):
-        try:
-            root = tile_root(new.size, reader.read_tile)
-        except LocatedError as e:
-            raise _Detected(e, Evidence(str(e), held, note)) from None
-        if root != new.root:
-            err = LocatedError(
-                "proof",
-                f"the tiles do not hash to the root of the checkpoint of size {new.size} "
-                "(a tile was rewritten)",
-                checkpoint_size=new.size,
-            )
-            raise _Detected(err, _tile_evidence(err, held, note, reader, _held_tiles(reader)))
-        report.check("tiles", "tiles hash to the checkpoint's root", len(reader.tiles), "tiles")
-        if old is not None and old.size > 0:
-            proof = merkle.consistency_proof(old.size, new.size, reader)
-            try:
-                merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
-            except ProofError as pe:
-                other = proven_prefix_from_tiles(old.size, new.root, proof, reader)
-                if other is None:
-                    # Every proof hash goes into the new root: a proof that does not even fold
-                    # to it holds a rewritten tile's hash (one the root check does not read; a
-                    # cache, a proxy). A tile fault, not evidence against the log (as the
-                    # witness's feed takes it).
-                    err = LocatedError(
-                        "proof",
-                        f"the tiles give no consistency proof from size {old.size} to the root"
-                        f" of size {new.size} (a tile was rewritten: not evidence of a fork)",
-                        checkpoint_size=new.size,
-                    )
-                    evidence = _tile_evidence(err, held, note, reader, _held_tiles(reader))
-                    raise _Detected(err, evidence) from None
-                why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
-                if other != old.root:
-                    why += f": its tree has the root {b64encode(other)} at size {old.size}"
-                else:
-                    why += f" ({pe})"
-                err = LocatedError("consistency", why, checkpoint_size=new.size)
-                raise _Detected(err, Evidence(why, held, note, proof)) from None
-            report.check(
-                "consistency",
-                f"consistent with the accepted checkpoint of size {old.size}",
-                len(proof),
-                "proof hashes",
-            )
+        _judge_tiles(reader, old, new, held, note, report)
     if verify_entries and new.size > (0 if old is None else old.size):
         try:
             count, compared = _check_entries(reader, old, new, progress, check_tiles)
