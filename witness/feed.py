@@ -58,7 +58,7 @@ from typing import Any
 
 import aiohttp
 
-from tlog.checkpoint import origin_of
+from tlog.checkpoint import Checkpoint, origin_of
 from tlog.errors import MalformedError, TlogError
 from tlog.note import MAX_NOTE_SIZE
 from tlog.tiles import (
@@ -162,6 +162,38 @@ class TilesClient:
         return dict(zip(wanted, bodies, strict=True))
 
 
+class _Unusable(Exception):
+    """Internal: the served tiles give no usable proof (the message says why)."""
+
+
+async def _tile_proof(client: TilesClient, old: int, cp: Checkpoint) -> list[bytes]:
+    """The consistency proof from ``old`` (0: none) to ``cp``, built from the served tiles;
+    :class:`_Unusable` when they cannot be fetched, do not hash to ``cp``'s root, or give a
+    proof that does not fold to it (module docstring, step 3)."""
+    try:
+        wanted = consistency_tiles(old, cp.size)
+        # A proof that fails is judged, which from a power of two needs one tile more.
+        wanted += [t for t in prefix_tiles(old, cp.size) if t not in wanted]
+        tiles = await client.tiles(wanted)
+        root, proof = consistency_proof_from_tiles(old, cp.size, tiles.__getitem__)
+    except (FetchFailed, MalformedError) as e:
+        raise _Unusable(f"size {cp.size}: {e}") from None
+    if root != cp.root:
+        raise _Unusable(
+            f"the served tiles do not hash to the root of the checkpoint of size {cp.size}"
+            " (a tile was rewritten or cut): nothing submitted"
+        )
+    reader = TileHashReader(cp.size, tiles.__getitem__)
+    if proof and proven_prefix_from_tiles(old, cp.root, proof, reader) is None:
+        # Every proof hash goes into the new root: a proof that does not even fold to it
+        # holds a rewritten tile's hash (one the root does not read), and proves nothing.
+        raise _Unusable(
+            f"the served tiles give no consistency proof from size {old} to the root of"
+            f" size {cp.size} (a tile was rewritten): nothing submitted"
+        )
+    return proof
+
+
 async def feed_log(
     cosigning: Cosigning, session: aiohttp.ClientSession, config: LogConfig, *, timeout: float
 ) -> FeedResult:
@@ -209,36 +241,9 @@ async def feed_log(
     proof: list[bytes] = []
     if stored is None or cp.size > stored.size:
         try:
-            wanted = consistency_tiles(old, cp.size)
-            if stored is not None:  # a proof that fails is judged: it may need one tile more
-                wanted += [t for t in prefix_tiles(old, cp.size) if t not in wanted]
-            tiles = await client.tiles(wanted)
-            root, proof = consistency_proof_from_tiles(old, cp.size, tiles.__getitem__)
-        except (FetchFailed, MalformedError) as e:
-            return result("unusable", f"size {cp.size}: {e}", **facts)
-        if root != cp.root:
-            return result(
-                "unusable",
-                f"the served tiles do not hash to the root of the checkpoint of size {cp.size}"
-                " (a tile was rewritten or cut): nothing submitted",
-                **facts,
-            )
-        if (
-            stored is not None
-            and proof
-            and proven_prefix_from_tiles(
-                old, cp.root, proof, TileHashReader(cp.size, tiles.__getitem__)
-            )
-            is None
-        ):
-            # Every proof hash goes into the new root: a proof that does not even fold to it
-            # holds a rewritten tile's hash (one the root does not read), and proves nothing.
-            return result(
-                "unusable",
-                f"the served tiles give no consistency proof from size {old} to the root of"
-                f" size {cp.size} (a tile was rewritten): nothing submitted",
-                **facts,
-            )
+            proof = await _tile_proof(client, old, cp)
+        except _Unusable as e:
+            return result("unusable", str(e), **facts)
     body = AddCheckpointRequest(old, tuple(proof), note).format()
     info: dict[str, Any] = {"endpoint": "feed"}
     try:
