@@ -166,7 +166,6 @@ class Inbox(InboxReads):
             _checked_event(e, "buffer")
         if not events:
             return []
-        tenant = self._tenant
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             kinds = sorted({e.kind for e in events}) if match else []
@@ -199,37 +198,8 @@ class Inbox(InboxReads):
                 out.append(Buffered(e.source, e.id, position, now, False))
             if not fresh:
                 return out
-            forms = [buffered_encodings(e, digest, now) for _, e, _, digest in fresh]
-            tx.executemany(
-                "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
-                " payload_hash, received_at, held, dead)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        tenant,
-                        e.source,
-                        e.id,
-                        pos,
-                        e.kind,
-                        keys,
-                        e.payload_bytes,
-                        digest,
-                        now,
-                        False,
-                        False,
-                    )
-                    for (_, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
-                ],
-            )
-            self._append_leaves(tx, size, [leaf for _, leaf in forms], due)
-            tx.executemany(
-                "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (tenant, e.kind, ns, v, pos, e.source, e.id)
-                    for _, e, pos, _ in fresh
-                    for ns, v in e.keys
-                ],
+            self._insert_fresh(
+                tx, size, [(e, pos, digest) for _, e, pos, digest in fresh], now, due
             )
             if waited:
                 for i, e, pos, digest in fresh:
@@ -245,6 +215,51 @@ class Inbox(InboxReads):
             return out
 
         return self._write_appending(work)
+
+    def _insert_fresh(
+        self,
+        tx: Tx,
+        size: int,
+        fresh: list[tuple[Event, int, bytes]],
+        now: int,
+        due: list[tuple[int, list[bytes]]],
+    ) -> None:
+        """Write the new events ``fresh`` ((event, position, payload digest), positions from
+        ``size`` on, received at ``now``): their rows, their inbox-log leaves
+        (:meth:`_append_leaves`) and their correlation keys."""
+        tenant = self._tenant
+        forms = [buffered_encodings(e, digest, now) for e, _, digest in fresh]
+        tx.executemany(
+            "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
+            " payload_hash, received_at, held, dead)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    tenant,
+                    e.source,
+                    e.id,
+                    pos,
+                    e.kind,
+                    keys,
+                    e.payload_bytes,
+                    digest,
+                    now,
+                    False,
+                    False,
+                )
+                for (e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
+            ],
+        )
+        self._append_leaves(tx, size, [leaf for _, leaf in forms], due)
+        tx.executemany(
+            "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (tenant, e.kind, ns, v, pos, e.source, e.id)
+                for e, pos, _ in fresh
+                for ns, v in e.keys
+            ],
+        )
 
     def _stored_positions(
         self, tx: Tx, pairs: set[tuple[str, str]]
