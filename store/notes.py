@@ -106,6 +106,28 @@ class CheckpointNotes(SQLCore):
 
         return self._write(work)
 
+    def _cosignature_lines(
+        self, text: bytes, sigs: Sequence[Signature], witnesses: dict[tuple[str, int], Verifier]
+    ) -> list[Signature]:
+        """The lines of a note to merge (:meth:`add_cosignatures`): all but the log's, which
+        must verify; a declared witness's must verify too; another key under the log's name
+        is refused."""
+        log = self._log_verifier
+        others: list[Signature] = []
+        for s in sigs:
+            if s.name == log.name and s.key_id == log.key_id:
+                if not log.verify(text, s.sig):
+                    raise InvalidSignatureError(s.name, s.key_id)
+                continue
+            w = witnesses.get((s.name, s.key_id))
+            if w is not None:
+                if not w.verify(text, s.sig):
+                    raise InvalidSignatureError(s.name, s.key_id)
+            elif s.name == log.name:
+                raise UsageError(f"the note has a line for {s.name} from another key")
+            others.append(s)
+        return others
+
     def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes:
         """Merge the signature lines of ``note`` into the kept note with the same text.
 
@@ -129,19 +151,7 @@ class CheckpointNotes(SQLCore):
         if cp.origin != self._origin:
             raise UsageError(f"the note is a checkpoint of {cp.origin!r}, not of {self._origin!r}")
         log = self._log_verifier
-        others: list[Signature] = []
-        for s in sigs:
-            if s.name == log.name and s.key_id == log.key_id:
-                if not log.verify(text, s.sig):
-                    raise InvalidSignatureError(s.name, s.key_id)
-                continue
-            w = witnesses.get((s.name, s.key_id))
-            if w is not None:
-                if not w.verify(text, s.sig):
-                    raise InvalidSignatureError(s.name, s.key_id)
-            elif s.name == log.name:
-                raise UsageError(f"the note has a line for {s.name} from another key")
-            others.append(s)
+        others = self._cosignature_lines(text, sigs, witnesses)
         tenant = self._tenant
 
         def work(tx: Tx) -> bytes:
