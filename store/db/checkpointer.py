@@ -10,24 +10,34 @@ of their COMMIT there. SQLite's documentation suggests the alternative this modu
 the writers' automatic checkpoint down to a backstop and checkpoint on another thread, which
 a second core runs while the writers go on.
 
-:class:`Checkpointer`, per database file and process, started by the first write:
+:class:`Checkpointer`, one per store handle (its writers hold :meth:`Checkpointer.writing`
+around each write transaction), started by the handle's first write:
 
 * after writes, at most every :data:`PACE_S`, a ``PASSIVE`` checkpoint: it copies what it can
-  without waiting for anybody (a writer may append meanwhile);
-* when the WAL has reached :data:`RESTART_FRAMES` pages, a ``RESTART`` checkpoint: it waits
-  (at most :data:`WAIT_MS`, so a long reader never stalls the writers for long) for the
-  current writer to finish and copies the rest, which the passive ones have left small, so
-  that the next writer starts the WAL from its beginning. Under a steady stream of writes a
-  passive checkpoint never catches up with the WAL's end, and the WAL would only grow;
-* the writers keep an automatic checkpoint at :data:`BACKSTOP_FRAMES` pages, and the WAL is
-  truncated to :data:`WAL_LIMIT_BYTES` when it starts over, so that the file stays bounded
-  should the thread ever fall behind.
+  without waiting for anybody, while the writers go on appending;
+* the WAL starts over (the next write transaction writes from its beginning) only when every
+  one of its pages has been copied and no reader still uses it. Under a steady stream of
+  writes the passive checkpoints never quite reach the WAL's end, so once the WAL holds
+  :data:`CATCH_UP_FRAMES` pages and the last passive checkpoint was held back by nobody (it
+  copied every page there was when it began: no reader pins an older snapshot), the thread
+  *catches up*: it takes the handle's writers' lock and runs one more passive checkpoint,
+  which copies the few pages written since. Writers wait for that copying only; never for a
+  reader — a ``RESTART`` checkpoint, which waits for the readers while it holds SQLite's write
+  lock, stalled every writer behind a reader that would not finish;
+* the writers keep an automatic (passive) checkpoint at :data:`BACKSTOP_FRAMES` pages, for
+  writers of other handles or processes, which this thread does not see, and the WAL file is
+  truncated to :data:`WAL_LIMIT_BYTES` whenever it starts over.
+
+What no checkpoint can bound: a reader that keeps one snapshot open pins every page written
+after it in the WAL, which grows until that reader ends (SQLite's rule: the reader must go on
+seeing its snapshot). The store's reads are short transactions; a ``sqlite3`` shell left in
+``BEGIN`` is such a reader.
 
 Durability does not change: a commit is durable when its WAL pages are fsynced, before the
 writer returns, whoever checkpoints later. A checkpoint interrupted by a crash is repeated
 from the WAL at the next open. The thread is a daemon, started by the first write of the handle
-and stopped by :meth:`Checkpointer.stop` when the handle closes: a handle that only reads
-never starts one.
+and stopped by :meth:`Checkpointer.stop` when the handle closes (or, for a handle dropped
+without closing, when it is collected); a handle that only reads never starts one.
 """
 
 from __future__ import annotations
@@ -37,20 +47,22 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Iterator
 
 PACE_S = 0.02
 """At most one passive checkpoint per this many seconds."""
-RESTART_FRAMES = 4096
-"""A WAL this many pages long is started over (a RESTART checkpoint): 16 MiB of 4 KiB pages,
-one segment of SQLite's WAL index."""
+CATCH_UP_FRAMES = 4096
+"""A WAL this many pages long is caught up with under the writers' lock, so that it starts
+over: 16 MiB of 4 KiB pages, one segment of SQLite's WAL index."""
 BACKSTOP_FRAMES = 16384
 """The writers' own automatic checkpoint, should this thread fall behind."""
 WAL_LIMIT_BYTES = 64 * 1024 * 1024
 """The WAL file is truncated to this size when it starts over (``journal_size_limit``)."""
 WAIT_MS = 50
-"""How long a RESTART checkpoint waits for the current writer or for old readers."""
+"""The thread's busy timeout: how long its checkpoint waits for the WAL index lock of a
+connection that is opening or recovering the database."""
 STOP_WAIT_S = 5.0
-"""How long :meth:`Checkpointer.stop` waits for a checkpoint in progress."""
+"""How long :meth:`Checkpointer.stop` waits for a checkpoint in progress to end."""
 
 WRITER_PRAGMAS = (
     f"PRAGMA wal_autocheckpoint = {BACKSTOP_FRAMES}",
@@ -61,40 +73,61 @@ WRITER_PRAGMAS = (
 
 class Checkpointer:
     """Checkpoints the WAL of the database file ``path`` on a daemon thread (see the module
-    docstring), after each :meth:`written`.
+    docstring), after each write transaction run inside :meth:`writing`.
 
     Requires: ``path`` is in WAL mode (the engine's connections put it there).
     """
 
     def __init__(self, path: str) -> None:
         self._uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=rw"
+        self._writers = threading.Lock()
         self._due = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
-        self.restarts = 0
-        """RESTART checkpoints run so far (for tests and the curious)."""
+        self.catch_ups = 0
+        """Catch-ups that copied the whole WAL, so that it could start over (for tests)."""
+        self.writers_held = 0
+        """Times the thread took the writers' lock (for tests: never behind a reader)."""
 
-    def written(self) -> None:
-        """A write transaction ended: checkpoint soon (the thread is started if needed)."""
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Held around one write transaction of the handle's: excludes a catch-up, and
+        schedules a checkpoint when the transaction ends."""
+        with self._writers:
+            try:
+                yield
+            finally:
+                self._written()
+
+    def _written(self) -> None:
         thread = self._thread
         if thread is None or self._pid != os.getpid() or not thread.is_alive():
             if self._stopping.is_set():
                 return
             self._pid = os.getpid()
+            # The thread holds the checkpointer, never the handle: a handle dropped without
+            # close() is still collected, and its finaliser stops the thread.
             thread = self._thread = threading.Thread(
                 target=self._run, name="tlog-wal-checkpointer", daemon=True
             )
             thread.start()
         self._due.set()
 
-    def stop(self) -> None:
-        """Stop the thread (a checkpoint in progress ends first, for up to
-        :data:`STOP_WAIT_S`); later :meth:`written` calls do nothing."""
+    def stop(self, wait: bool = True) -> None:
+        """Stop the thread; later writes start none. With ``wait``, a checkpoint in progress
+        ends first, for up to :data:`STOP_WAIT_S` (a finaliser, which may run on any thread,
+        passes False)."""
         self._stopping.set()
         self._due.set()
         thread = self._thread
-        if thread is not None and self._pid == os.getpid() and thread.is_alive():
+        if (
+            wait
+            and thread is not None
+            and self._pid == os.getpid()
+            and thread is not threading.current_thread()
+            and thread.is_alive()
+        ):
             thread.join(STOP_WAIT_S)
 
     def _run(self) -> None:
@@ -111,8 +144,8 @@ class Checkpointer:
                         conn.execute(f"PRAGMA busy_timeout = {WAIT_MS}")
                     self._checkpoint(conn)
                 except sqlite3.Error:
-                    # Busy, or the database is failing: the writers see that on their own
-                    # commits; this thread tries again after their next write.
+                    # The database is failing: the writers see that on their own commits;
+                    # this thread tries again, on a new connection, after their next write.
                     if conn is not None:
                         conn.close()
                     conn = None
@@ -124,18 +157,31 @@ class Checkpointer:
                     conn.close()
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        frames = int(row[1]) if row is not None else 0
-        if frames >= RESTART_FRAMES:
-            row = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-            if row is not None and row[0] == 0:  # 1: busy (the writer or a reader held on)
-                self.restarts += 1
+        frames, copied = _passive(conn)
+        if frames < CATCH_UP_FRAMES or copied < frames:
+            # Short enough; or a reader pins an older snapshot, and catching up would only
+            # make the writers wait for a copy that cannot reach the end.
+            return
+        with self._writers:
+            self.writers_held += 1
+            frames, copied = _passive(conn)
+        if copied == frames:
+            self.catch_ups += 1
+
+
+def _passive(conn: sqlite3.Connection) -> tuple[int, int]:
+    """One PASSIVE checkpoint: (pages in the WAL when it began, pages copied so far); both -1
+    when the checkpoint could not run at all."""
+    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if row is None or row[0] != 0:
+        return -1, -1
+    return int(row[1]), int(row[2])
 
 
 __all__ = [
     "BACKSTOP_FRAMES",
+    "CATCH_UP_FRAMES",
     "PACE_S",
-    "RESTART_FRAMES",
     "WAIT_MS",
     "WAL_LIMIT_BYTES",
     "WRITER_PRAGMAS",

@@ -55,6 +55,7 @@ import os
 import sqlite3
 import time
 import urllib.parse
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -113,6 +114,10 @@ class SQLiteDialect(Dialect):
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._checkpointer = Checkpointer(path) if self.background_checkpoints else None
+        if self._checkpointer is not None:
+            # A handle dropped without close() must not leave its thread (and the thread's
+            # connection) behind: the thread never refers to the dialect, so this runs.
+            weakref.finalize(self, self._checkpointer.stop, False)
 
     @contextlib.contextmanager
     def _queue(self) -> Iterator[object]:
@@ -142,11 +147,11 @@ class SQLiteDialect(Dialect):
 
     @contextlib.contextmanager
     def _checkpointing(self, checkpointer: Checkpointer) -> Iterator[object]:
-        with self._queue() if self.writer_queue else contextlib.nullcontext():
-            try:
-                yield None
-            finally:
-                checkpointer.written()
+        with (
+            self._queue() if self.writer_queue else contextlib.nullcontext(),
+            checkpointer.writing(),
+        ):
+            yield None
 
     def close(self) -> None:
         if self._checkpointer is not None:
