@@ -59,6 +59,17 @@ def _write_pages(
             conn.execute("COMMIT")
 
 
+def _write_until_started_over(db: Path, conn: sqlite3.Connection, keeper: Checkpointer) -> None:
+    """Write on until the thread has caught up with the WAL (10 s at most); then the next
+    commit starts the WAL over, from its beginning."""
+    deadline = time.monotonic() + 10
+    while keeper.catch_ups == 0 and time.monotonic() < deadline:
+        _write_pages(conn, 10, keeper)
+    assert keeper.catch_ups >= 1, "the WAL was never caught up with"
+    _write_pages(conn, 1, keeper)
+    assert _wal_frames(db) < CATCH_UP_FRAMES + 2_000
+
+
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -80,13 +91,7 @@ def test_the_thread_keeps_the_wal_bounded_under_writes_that_never_pause(tmp_path
     keeper = Checkpointer(str(db))
     try:
         _write_pages(conn, 600, keeper)  # about 12,000 pages through the WAL
-        deadline = time.monotonic() + 10
-        while keeper.catch_ups == 0 and time.monotonic() < deadline:
-            _write_pages(conn, 10, keeper)
-        assert keeper.catch_ups >= 1, "the WAL was never caught up with"
-        # Started over: the next commits write from the WAL's beginning.
-        _write_pages(conn, 1, keeper)
-        assert _wal_frames(db) < CATCH_UP_FRAMES + 2_000
+        _write_until_started_over(db, conn, keeper)
         (rows,) = conn.execute("SELECT COUNT(*) FROM t").fetchone()
         assert rows >= 601 * 20 and rows % 20 == 0  # every transaction's rows, none lost
     finally:
@@ -117,12 +122,7 @@ def test_a_reader_holding_a_snapshot_never_makes_the_thread_stop_the_writers(
         assert _wal_frames(db) > 2 * CATCH_UP_FRAMES  # pinned: what no checkpoint can bound
         assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == held  # its snapshot
         reader.execute("COMMIT")
-        deadline = time.monotonic() + 10
-        while keeper.catch_ups == 0 and time.monotonic() < deadline:
-            _write_pages(conn, 10, keeper)
-        assert keeper.catch_ups >= 1, "the WAL was not caught up with after the reader ended"
-        _write_pages(conn, 1, keeper)
-        assert _wal_frames(db) < CATCH_UP_FRAMES + 2_000
+        _write_until_started_over(db, conn, keeper)  # now that the reader has gone
     finally:
         keeper.stop()
         reader.close()
