@@ -142,15 +142,14 @@ class SQLiteDialect(Dialect):
 
     def write_lock(self) -> contextlib.AbstractContextManager[object]:
         if self._checkpointer is not None:
-            return self._checkpointing(self._checkpointer)
+            if self.writer_queue:
+                return self._checkpointing(self._checkpointer)
+            return self._checkpointer.writing()
         return self._queue() if self.writer_queue else contextlib.nullcontext()
 
     @contextlib.contextmanager
     def _checkpointing(self, checkpointer: Checkpointer) -> Iterator[object]:
-        with (
-            self._queue() if self.writer_queue else contextlib.nullcontext(),
-            checkpointer.writing(),
-        ):
+        with self._queue(), checkpointer.writing():
             yield None
 
     def close(self) -> None:
