@@ -131,6 +131,21 @@ class _Latest:
             check_update(stored.size, stored.root, req, cp)
 
 
+def _replayed(entry: _Latest, text: bytes, size: int, ts: int, signers: Sequence[Cosigner]) -> bool:
+    """Whether checkpoint ``text`` of ``size``, to be cosigned at ``ts`` by ``signers``, is
+    the stored one re-submitted in the second of the cosignatures ``entry`` holds on it, by
+    the same signers: those cosignatures are then the answer, byte for byte."""
+    stored = entry.stored
+    return (
+        stored is not None
+        and ts == entry.cosig_ts
+        and size == stored.size
+        and [(c.name, c.key_id) for c in entry.cosigs] == [(s.name, s.key_id) for s in signers]
+        and stored.note.startswith(text)
+        and stored.note[len(text) : len(text) + 1] == b"\n"
+    )
+
+
 class Cosigning(MonitoringEndpoints):
     """The add-checkpoint and sign-subtree handlers and the per-process state they keep around
     a :class:`WitnessState`: configurations, verified notes and stored checkpoints, each
@@ -369,16 +384,7 @@ class Cosigning(MonitoringEndpoints):
         cp = signed.checkpoint
         info["size"] = cp.size
         check_request(req, cp)
-        signers = [
-            s
-            for s in self.signers
-            if s.key_type != TYPE_SUBTREE_V1 or len(origin.encode("utf-8")) <= _MAX_SUBTREE_ORIGIN
-        ]
-        if not signers:
-            raise UsageError(
-                f"no signer of this witness can cosign origin {origin[:80]!r} "
-                "(ML-DSA-44 subtree/v1 names origins of at most 255 bytes)"
-            )
+        signers = self._signers_for(origin)
         lock = self.locks.setdefault(origin, asyncio.Lock())
         counted = False
         async with lock:
@@ -396,15 +402,7 @@ class Cosigning(MonitoringEndpoints):
                     raise UsageError("the clock reads a time at or before 1970: refusing to cosign")
                 text = signed.note.text
                 stored = entry.stored
-                if (
-                    stored is not None
-                    and ts == entry.cosig_ts
-                    and cp.size == stored.size
-                    and [(c.name, c.key_id) for c in entry.cosigs]
-                    == [(s.name, s.key_id) for s in signers]
-                    and stored.note.startswith(text)
-                    and stored.note[len(text) : len(text) + 1] == b"\n"
-                ):
+                if _replayed(entry, text, cp.size, ts, signers):
                     # The stored checkpoint re-submitted in the second of our cosignatures on
                     # it: they are the answer (Ed25519 would sign the same bytes again),
                     # already durable; no signing, no write. (If another process has moved the
@@ -433,6 +431,21 @@ class Cosigning(MonitoringEndpoints):
                 raise ConflictError(0 if latest is None else latest.size)
         self.metrics.cosignatures += len(cosigs)
         return cosigs
+
+    def _signers_for(self, origin: str) -> list[Cosigner]:
+        """This witness's signers that can cosign ``origin`` (ML-DSA-44 subtree/v1 names
+        origins of at most 255 bytes); UsageError when none can."""
+        signers = [
+            s
+            for s in self.signers
+            if s.key_type != TYPE_SUBTREE_V1 or len(origin.encode("utf-8")) <= _MAX_SUBTREE_ORIGIN
+        ]
+        if not signers:
+            raise UsageError(
+                f"no signer of this witness can cosign origin {origin[:80]!r} "
+                "(ML-DSA-44 subtree/v1 names origins of at most 255 bytes)"
+            )
+        return signers
 
     async def sign_subtree(self, request: web.Request) -> web.Response:
         info = request[INFO_KEY]
