@@ -47,8 +47,11 @@ consistency-proof`` when that file exists (two roots for one size need no proof;
 went back is reported as a rollback), or ``tlog-verify checkpoint`` for each note.
 
 A fetch that fails (network, a status other than 200, a body over its limit) makes the round
-unusable (status 2): nothing was judged. ``Content-Encoding: gzip`` is decoded (within the same
-limits).
+unusable (status 2): nothing was judged. A tile is the exception to the limit: one of the wrong
+length, short or long, is a tile fault (status 1) wherever it is read, and its evidence keeps
+what was served, cut after a full tile's 8,192 bytes and one more. ``Content-Encoding: gzip``
+is decoded; the limits are the decoded sizes' (a full tile of hashes is larger gzipped), and
+decoding stops one byte past them (a gzip bomb stops there).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -108,6 +112,26 @@ FETCH_BATCH = 16
 """Paths a worker thread fetches in a row (see :meth:`Fetcher.get_many`)."""
 
 _MAX_BUNDLE = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
+
+
+def _wire_limit(limit: int, encoding: str) -> int:
+    """The most bytes a body of at most ``limit`` bytes takes on the wire: ``limit`` itself,
+    or gzip's worst case (deflate stores an incompressible body in blocks of at most 65,535
+    bytes, 5 bytes of header each, and gzip adds at most a few hundred bytes of header and
+    trailer) — a full tile of random hashes is *larger* gzipped. The decoded size is checked
+    against ``limit`` itself, while decoding (a gzip bomb stops there)."""
+    if encoding != "gzip":
+        return limit
+    return limit + 5 * (limit // 65_535 + 1) + 1024
+
+
+def _gunzip_prefix(body: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes (at most) that a gzip body cut short decodes to."""
+    z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        return z.decompress(body, limit)
+    except zlib.error:
+        return b""
 
 
 class Fetcher:
@@ -166,19 +190,22 @@ class Fetcher:
             try:
                 conn.request("GET", self._base + path, headers=headers)
                 response = conn.getresponse()
-                body = response.read(limit + 1)
+                encoding = response.headers.get("Content-Encoding", "identity")
+                body = response.read(_wire_limit(limit, encoding) + 1)
                 if not response.isclosed():
                     conn.close()  # the body is longer than the limit: not reusable
-                return response.status, response.headers.get("Content-Encoding", "identity"), body
+                return response.status, encoding, body
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 conn.close()
                 if attempt or not reused:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def get(self, path: str, limit: int) -> bytes:
+    def get(self, path: str, limit: int, *, cut: bool = False) -> bytes:
         """The body of ``<url><path>``: status 200 and at most ``limit`` bytes, else
-        InputError (the round is unusable)."""
+        InputError (the round is unusable). With ``cut``, a longer body is not refused: its
+        first ``limit + 1`` bytes are returned (for a caller that judges the length itself,
+        and keeps what was served)."""
         url = self.url + path
         with self._lock:
             self.requests += 1
@@ -194,16 +221,23 @@ class Fetcher:
             raise InputError(f"GET {url}: {reason}") from None
         if status != 200:
             raise InputError(f"GET {url}: HTTP status {status}")
+        if encoding == "gzip" and len(body) > _wire_limit(limit, encoding) and not cut:
+            raise InputError(f"GET {url}: the gzip body is larger than {limit} bytes could be")
         if encoding == "gzip":
             try:
                 with gzip.GzipFile(fileobj=io.BytesIO(body)) as z:
                     body = z.read(limit + 1)
             except (OSError, EOFError):
-                raise InputError(f"GET {url}: the gzip body does not decode") from None
+                if not cut:
+                    raise InputError(f"GET {url}: the gzip body does not decode") from None
+                # Cut on the wire: what decodes of it, up to limit + 1 bytes.
+                body = _gunzip_prefix(body, limit + 1)
         elif encoding != "identity":
             raise InputError(f"GET {url}: unknown Content-Encoding {encoding!r}")
         if len(body) > limit:
-            raise InputError(f"GET {url}: the body is larger than {limit} bytes")
+            if not cut:
+                raise InputError(f"GET {url}: the body is larger than {limit} bytes")
+            body = body[: limit + 1]
         with self._lock:
             self.bytes += len(body)
         return body
@@ -213,15 +247,16 @@ class Fetcher:
             url, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "tlog-verify"}
         )
         with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-            body: bytes = response.read(limit + 1)
-            return response.status, response.headers.get("Content-Encoding", "identity"), body
+            encoding = response.headers.get("Content-Encoding", "identity")
+            body: bytes = response.read(_wire_limit(limit, encoding) + 1)
+            return response.status, encoding, body
 
-    def get_many(self, paths: Iterable[tuple[str, int]]) -> Iterator[bytes]:
-        """The bodies of ``(path, limit)`` GETs in order, fetched ahead by the worker threads
-        (at most twice ``connections`` batches in flight); the first failure is raised in
-        order. Each worker task fetches a batch of :data:`FETCH_BATCH` paths in a row on its
-        connection: handing a task to a thread and its result back costs about as much CPU as
-        a request, so it is paid once per batch."""
+    def get_many(self, paths: Iterable[tuple[str, int, bool]]) -> Iterator[bytes]:
+        """The bodies of ``(path, limit, cut)`` GETs (:meth:`get`) in order, fetched ahead by
+        the worker threads (at most twice ``connections`` batches in flight); the first failure
+        is raised in order. Each worker task fetches a batch of :data:`FETCH_BATCH` paths in
+        a row on its connection: handing a task to a thread and its result back costs about as
+        much CPU as a request, so it is paid once per batch."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.connections, thread_name_prefix="tlog-follow")
         window: deque[Future[list[bytes]]] = deque()
@@ -240,8 +275,8 @@ class Fetcher:
             for f in window:
                 f.cancel()
 
-    def _get_batch(self, batch: list[tuple[str, int]]) -> list[bytes]:
-        return [self.get(path, limit) for path, limit in batch]
+    def _get_batch(self, batch: list[tuple[str, int, bool]]) -> list[bytes]:
+        return [self.get(path, limit, cut=cut) for path, limit, cut in batch]
 
     def close(self) -> None:
         """Close every connection and stop the worker threads."""
@@ -260,20 +295,19 @@ class TileReader(TileHashReader):
     wrong length is a detection located in the proof."""
 
     def __init__(self, fetcher: Fetcher, size: int) -> None:
-        super().__init__(size, lambda tile: fetcher.get(tile.path(), FULL_TILE_SIZE))
+        # Cut, not refused, when too long: a tile of the wrong length, short or long, is one
+        # kind of fault, judged (and kept as evidence) by add().
+        super().__init__(size, lambda tile: fetcher.get(tile.path(), FULL_TILE_SIZE, cut=True))
         self.fetcher = fetcher
 
-    def read_tile(self, tile: Tile) -> bytes:
-        try:
-            return super().read_tile(tile)
-        except MalformedError as e:
-            raise LocatedError("proof", str(e), checkpoint_size=self.size) from None
-
     def add(self, tile: Tile, data: bytes) -> None:
+        """Keep ``tile``'s bytes; raises :class:`_TileFault` (with the bytes as served, cut
+        after a full tile's length and one byte) when they are not the tile's length."""
         try:
             super().add(tile, data)
         except MalformedError as e:
-            raise LocatedError("proof", str(e), checkpoint_size=self.size) from None
+            err = LocatedError("proof", str(e), checkpoint_size=self.size)
+            raise _TileFault(err, {tile.path(): data}) from None
 
 
 @dataclass
@@ -472,11 +506,11 @@ def _check_entries(
     fetch_tile = {
         b.index for b in bundles if (check_tiles or not b.is_full) and b.tile not in reader.tiles
     }
-    paths: list[tuple[str, int]] = []
+    paths: list[tuple[str, int, bool]] = []
     for bundle in bundles:
-        paths.append((bundle.path(), _MAX_BUNDLE))
+        paths.append((bundle.path(), _MAX_BUNDLE, False))
         if bundle.index in fetch_tile:
-            paths.append((bundle.tile.path(), FULL_TILE_SIZE))
+            paths.append((bundle.tile.path(), FULL_TILE_SIZE, True))  # as TileReader does
     fetched = reader.fetcher.get_many(paths)
     roots: dict[int, bytes] = {}  # index -> root of a full tile of the level just checked
     compared = 0  # level-0 tiles compared with their bundles
@@ -537,9 +571,23 @@ def _judge_tiles(
     """The new tree's tiles: they hash to the new checkpoint's root, and (with a state) give a
     consistency proof from it. Requires: the new size is larger than the state's."""
     try:
-        root = tile_root(new.size, reader.read_tile)
-    except LocatedError as e:
-        raise _Detected(e, Evidence(str(e), held, note)) from None
+        _judge_tree(reader, old, new, held, note, report)
+    except _TileFault as e:
+        # A tile of the wrong length, read for the root or for the proof: what was served.
+        served = {**_held_tiles(reader), **e.served}
+        raise _Detected(e.error, _tile_evidence(e.error, held, note, reader, served)) from None
+
+
+def _judge_tree(
+    reader: TileReader,
+    old: Checkpoint | None,
+    new: Checkpoint,
+    held: bytes | None,
+    note: bytes,
+    report: Report,
+) -> None:
+    """:func:`_judge_tiles`, whose tile faults of length it lets through."""
+    root = tile_root(new.size, reader.read_tile)
     if root != new.root:
         err = LocatedError(
             "proof",

@@ -6,11 +6,13 @@ signed with the log key, and one thing is altered; every round must be a detecti
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.servers import ServerThread, static_app
 from tests.verifier.test_follow import ORIGIN, run
@@ -214,3 +216,95 @@ def test_altered_tiles(
     _flip(www, tile, 40)
     code, report = run(url, store, state, flag)  # type: ignore[arg-type]
     assert code == expect, report
+
+
+# --- tiles of the wrong length, and gzip -------------------------------------------------------
+
+
+def gzip_app(root: Path, *, bomb: str | None = None) -> web.Application:
+    """:func:`tests.servers.static_app` behind a front end that gzips every body (as a CDN
+    may: follow asks for ``gzip, identity``); ``bomb``: that path is served as a gzip body
+    that decodes to a megabyte."""
+
+    async def handle(request: web.Request) -> web.Response:
+        rel = request.match_info["tail"]
+        if rel == bomb:
+            body = gzip.compress(b"\0" * (1 << 20))
+        else:
+            path = root / rel
+            if not path.is_file():
+                return web.Response(status=404, text="not found\n")
+            body = gzip.compress(path.read_bytes())
+        return web.Response(body=body, headers={"Content-Encoding": "gzip"})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+@pytest.mark.parametrize("old", [None, 3, 255])
+def test_follows_a_log_whose_every_body_is_gzipped(
+    key: SignerKey, servers: ServerThread, tmp_path: Path, old: int | None
+) -> None:
+    # A full tile of hashes does not compress: gzipped it is larger than 8,192 bytes, and
+    # the limit is the decoded size's.
+    www = tmp_path / "www"
+    url = servers.serve(gzip_app(www)) + "/"
+    state = tmp_path / "state"
+    store = _Store(key)
+    if old is not None:
+        publish(key, www, old)
+        assert run(url, store, state, "--verify-entries")[0] == 0  # type: ignore[arg-type]
+    publish(key, www, 70000)
+    code, report = run(url, store, state, "--verify-entries", "--check-tiles")  # type: ignore[arg-type]
+    assert code == 0, report
+    assert report["facts"]["size"] == 70000  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("change", "length"),
+    [
+        (lambda b: b[:-1], 8191),
+        (lambda b: b + b"\0", 8193),
+        (lambda b: b + b"\0" * 100_000, 8193),  # kept cut after a full tile and one byte
+        (lambda b: b[:32], 32),
+    ],
+)
+def test_a_tile_of_the_wrong_length_read_by_the_proof_is_a_fault_with_evidence(
+    key: SignerKey,
+    servers: ServerThread,
+    tmp_path: Path,
+    change: Callable[[bytes], bytes],
+    length: int,
+) -> None:
+    # tile/0/000 is read only by the consistency proof from 3 to 300: short or long, it is
+    # the same detection, with the tile as served in the evidence.
+    www = tmp_path / "www"
+    url = servers.serve(static_app(www)) + "/"
+    state = tmp_path / "state"
+    store = _Store(key)
+    publish(key, www, 3)
+    assert run(url, store, state)[0] == 0  # type: ignore[arg-type]
+    publish(key, www, 300)
+    tile = www / "tile" / "0" / "000"
+    tile.write_bytes(change(tile.read_bytes()))
+    code, report = run(url, store, state)  # type: ignore[arg-type]
+    assert code == 1, report
+    assert "tile/0/000" in str(report["failure"]), report
+    evidence = Path(report["facts"]["evidence"])  # type: ignore[index]
+    assert (evidence / "served" / "tile" / "0" / "000").stat().st_size == length
+    assert (evidence / "served" / "urls").read_text().splitlines()[-1].endswith("tile/0/000")
+
+
+def test_a_gzip_bomb_for_a_tile_is_cut_and_judged(
+    key: SignerKey, servers: ServerThread, tmp_path: Path
+) -> None:
+    www = tmp_path / "www"
+    url = servers.serve(gzip_app(www, bomb="tile/0/000.p/3")) + "/"
+    state = tmp_path / "state"
+    store = _Store(key)
+    publish(key, www, 3)
+    code, report = run(url, store, state)  # type: ignore[arg-type]
+    assert code == 1, report
+    evidence = Path(report["facts"]["evidence"])  # type: ignore[index]
+    assert (evidence / "served" / "tile" / "0" / "000.p" / "3").stat().st_size == 8193
