@@ -23,7 +23,8 @@ that one proof has exactly one spelling:
   ``index``), at most 2^63-1 like every size and index in this package.
 * Each proof line is one hash: 44 base64 characters decoding to exactly 32 bytes. At most
   :data:`MAX_PROOF_HASHES` (63) lines: an inclusion proof in a tree of fewer than 2^63 leaves
-  never has more, and the same bound holds for tlog-witness proof lines.
+  never has more. (tlog-witness sets 63 too, by rule: a *consistency* proof to a size past
+  2^62 can need 64, and such a step cannot be witnessed.)
 * The proof/checkpoint split is at the **first** empty line (the checkpoint note contains its
   own empty line before its signatures).
 * No CR anywhere: CRLF files are malformed, not normalised (the Go reference's line scanner

@@ -70,7 +70,7 @@ from tlog.tiles import (
     prefix_tiles,
     proven_prefix_from_tiles,
 )
-from tlog.witnessproto import AddCheckpointRequest, ConflictError
+from tlog.witnessproto import MAX_PROOF_LINES, AddCheckpointRequest, ConflictError
 from witness.config import DEFAULT_FEED_INTERVAL, DEFAULT_FEED_TIMEOUT
 from witness.cosigning import Cosigning
 from witness.errors import http_status
@@ -140,7 +140,15 @@ class TilesClient:
             async with self.session.get(url, timeout=self.timeout) as response:
                 if response.status != 200:
                     raise FetchFailed(f"GET {url}: HTTP status {response.status}")
-                body = await response.content.read(limit + 1)
+                # read(n) answers with what is buffered (the first TCP segment, say): a
+                # body comes whole only by reading to its end, or to one byte past the limit.
+                # (gzip is decoded by aiohttp as it streams: the limit is the decoded size's.)
+                got = bytearray()
+                async for chunk in response.content.iter_chunked(65_536):
+                    got += chunk
+                    if len(got) > limit:
+                        break
+                body = bytes(got)
         except (aiohttp.ClientError, OSError) as e:
             raise FetchFailed(f"GET {url}: {type(e).__name__}: {e}") from None
         except TimeoutError:
@@ -244,6 +252,17 @@ async def feed_log(
             proof = await _tile_proof(client, old, cp)
         except _Unusable as e:
             return result("unusable", str(e), **facts)
+    if len(proof) > MAX_PROOF_LINES:
+        # Sizes past 2^62 can need 64 hashes; tlog-witness carries 63 (TW-7): the push path
+        # refuses such a request as malformed, and so does the feed, for this log alone.
+        return result(
+            "refused",
+            f"size {cp.size} from {old}: the consistency proof has {len(proof)} hashes, and"
+            f" tlog-witness carries at most {MAX_PROOF_LINES}: this step cannot be witnessed",
+            status=400,
+            proof=len(proof),
+            **facts,
+        )
     body = AddCheckpointRequest(old, tuple(proof), note).format()
     info: dict[str, Any] = {"endpoint": "feed"}
     try:

@@ -10,6 +10,7 @@ backwards.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import shutil
 from collections.abc import Coroutine, Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from aiohttp import web
 
 from store import Append, JournalStore, StoreLog, open_in_memory, publish_tiles
 from store.tileserver import TileServer
@@ -24,10 +26,19 @@ from store.tileserver import make_app as tiles_app
 from tests.clirunner import call_main
 from tests.servers import ServerThread, static_app
 from tests.witness.helpers import WITNESS, witness_signers, witness_verifiers
-from tlog.checkpoint import open_checkpoint
+from tlog import merkle
+from tlog.checkpoint import Checkpoint, open_checkpoint
 from tlog.keys import SignerKey, generate_key, parse_vkey
-from tlog.note import open_note
-from tlog.tiles import consistency_tiles, prefix_tiles
+from tlog.note import open_note, sign_note
+from tlog.tiles import (
+    MAX_LEVEL,
+    TILE_HEIGHT,
+    Tile,
+    consistency_tiles,
+    parse_tile_path,
+    prefix_tiles,
+    tile_root,
+)
 from witness.cli import main
 from witness.cosigning import Cosigning
 from witness.feed import FeedResult, feed_round, round_status, run_feed
@@ -376,3 +387,86 @@ def test_the_feed_command(key: SignerKey, servers: ServerThread, tmp_path: Path)
     assert call_main(main, ["feed", "--once", *config]).out.decode() == ""
     bad = call_main(main, ["set-tiles", ORIGIN, "ftp://x/", *config])
     assert bad.code == 2 and "is not http:// or https://" in bad.err
+
+
+def dribbling_app(root: Path, *, gzipped: bool = False) -> web.Application:
+    """The files under ``root``, each body sent in pieces of 700 bytes with a pause between
+    them (as a slow network delivers it: the client's first read holds only the first piece);
+    ``gzipped``: gzip-encoded first, as a front end may."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        path = root / request.match_info["tail"]
+        if not path.is_file():
+            return web.Response(status=404, text="not found\n")
+        body = path.read_bytes()
+        response = web.StreamResponse()
+        if gzipped:
+            body = gzip.compress(body)
+            response.headers["Content-Encoding"] = "gzip"
+        response.content_length = len(body)
+        await response.prepare(request)
+        for at in range(0, len(body), 700):
+            await response.write(body[at : at + 700])
+            await asyncio.sleep(0.02)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_bodies_that_arrive_in_pieces_are_read_whole(
+    key: SignerKey, servers: ServerThread, witness: Witness, tmp_path: Path, gzipped: bool
+) -> None:
+    # The checkpoint note and every tile reach the witness in pieces; a read that kept the
+    # first piece refused an honest checkpoint ("note does not end in a newline").
+    store = new_log(key, 300)
+    root = tmp_path / "static"
+    publish_tiles(StoreLog(store), root / "default")
+    url = servers.serve(dribbling_app(root, gzipped=gzipped)) + "/default/"
+    witness.state.add_log(ORIGIN, (store.log_vkey,), tiles=url)
+    first = witness.round()
+    assert first.outcome == "cosigned", first.message
+    grow(store, 300)  # from 300 to 600: full tiles (8,192 bytes, a dozen pieces) in the proof
+    publish_tiles(StoreLog(store), root / "default")
+    second = witness.round()
+    assert (second.outcome, witness.stored_size()) == ("cosigned", 600), second.message
+
+
+def test_a_step_whose_proof_needs_64_hashes_is_refused_for_that_log_alone(
+    servers: ServerThread, witness: Witness
+) -> None:
+    # A log that signs a size past 2^62 (here over a tree whose every leaf hash is zero,
+    # served as tiles computed on the fly): from 3 the proof needs 64 hashes, one more than
+    # tlog-witness carries. The round gives that log a result; it does not raise.
+    origin = "example.com/enormous"
+    log_key = generate_key(origin)
+    zero = [bytes(32)]
+    for _ in range(8 * MAX_LEVEL + 8):
+        zero.append(merkle.node_hash(zero[-1], zero[-1]))
+    size = {"now": 3}
+
+    def tile_bytes(tile: Tile) -> bytes:
+        return zero[TILE_HEIGHT * tile.level] * tile.width
+
+    async def handle(request: web.Request) -> web.Response:
+        rel = request.match_info["tail"]
+        if rel == "checkpoint":
+            cp = Checkpoint(origin, size["now"], tile_root(size["now"], tile_bytes))
+            return web.Response(body=sign_note(cp.format(), [log_key.signer()]))
+        tile = parse_tile_path(rel)
+        assert isinstance(tile, Tile)  # the feed reads no bundle
+        return web.Response(body=tile_bytes(tile))
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    witness.state.add_log(origin, (log_key.vkey(),), tiles=servers.serve(app) + "/")
+    assert witness.round().outcome == "cosigned"
+    size["now"] = 2**62 + 3
+    assert merkle.consistency_proof_size(3, size["now"]) == 64
+    refused = witness.round()
+    assert (refused.outcome, refused.status, refused.proof) == ("refused", 400, 64)
+    assert "tlog-witness carries at most 63" in refused.message
+    assert witness.state.latest(origin).size == 3  # type: ignore[union-attr]
