@@ -282,7 +282,11 @@ async def feed_log(
             proof=len(proof),
             **facts,
         )
-    how = f"from {old} with {len(proof)} proof hashes" if old else "its first checkpoint"
+    how = (
+        f"from {old} with {len(proof)} proof hashes"
+        if stored is not None
+        else "its first checkpoint"
+    )
     return result("cosigned", f"size {cp.size} ({how})", status=200, proof=len(proof), **facts)
 
 

@@ -159,6 +159,24 @@ def test_the_witness_cosigns_a_growing_served_log_from_proofs_it_builds_from_til
     assert witness.state.evidence(ORIGIN) == []
 
 
+def test_an_empty_log_is_cosigned_and_then_followed(
+    key: SignerKey, servers: ServerThread, witness: Witness
+) -> None:
+    store = new_log(key, 0)
+    url = servers.serve(tiles_app(Served(store).server)) + "/default/"
+    witness.state.add_log(ORIGIN, (store.log_vkey,), tiles=url)
+    empty = witness.round()
+    assert (empty.outcome, empty.size, empty.message) == (
+        "cosigned",
+        0,
+        "size 0 (its first checkpoint)",
+    )
+    grow(store, 1)
+    one = witness.round()
+    assert (one.outcome, one.old, one.size) == ("cosigned", 0, 1)
+    assert one.message == "size 1 (from 0 with 0 proof hashes)"
+
+
 @pytest.mark.parametrize(("old", "new"), [(1, 2), (2, 5), (4, 260), (256, 300)])
 def test_the_witness_moves_on_from_a_power_of_two(
     key: SignerKey, servers: ServerThread, witness: Witness, old: int, new: int
