@@ -34,6 +34,7 @@ __all__ = [
     "parse_decimal",
     "parse_hash",
     "show_octets",
+    "shown",
 ]
 
 
@@ -45,6 +46,12 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _B64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
+def shown(text: str, limit: int = 120) -> str:
+    """repr() for an error message, cut after ``limit`` characters: a hostile megabyte of input
+    must not become the message (nor an HTTP answer's body)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
+
+
 def parse_decimal(text: str, what: str, maximum: int = MAX_INT63) -> int:
     """Parse a canonical ASCII decimal in ``[0, maximum]``.
 
@@ -52,11 +59,12 @@ def parse_decimal(text: str, what: str, maximum: int = MAX_INT63) -> int:
     """
     if not _DECIMAL.fullmatch(text):
         if text[:1] == "0" and len(text) > 1 and text.isascii() and text.isdigit():
-            raise MalformedError(f"{what} {text!r} has a leading zero")
-        raise MalformedError(f"{what} {text!r} is not a canonical decimal number")
+            raise MalformedError(f"{what} {shown(text)} has a leading zero")
+        raise MalformedError(f"{what} {shown(text)} is not a canonical decimal number")
     # Bound the length before int(): a megabyte of digits must not cost a bignum conversion.
     if len(text) > len(str(maximum)) or (value := int(text)) > maximum:
-        raise MalformedError(f"{what} {text} is larger than {maximum}")
+        cut = text if len(text) <= 40 else f"{text[:40]}… ({len(text)} digits)"
+        raise MalformedError(f"{what} {cut} is larger than {maximum}")
     return value
 
 

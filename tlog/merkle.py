@@ -451,8 +451,8 @@ def verify_inclusion(
 
     RFC 9162 §2.1.3.2. Raises :class:`ProofError` naming the defect; returns None on success.
     """
-    if not 0 <= index < size or size > MAX_INT63:
-        raise ProofError(f"index {index} is not in a tree of size {size}")
+    if type(index) is not int or type(size) is not int or not 0 <= index < size <= MAX_INT63:
+        raise ProofError(f"index {index!r} is not in a tree of size {size!r}")
     if len(leaf) != HASH_SIZE or len(root_hash) != HASH_SIZE:
         raise ProofError("leaf hash and root must be 32 bytes")
     want = inclusion_proof_size(index, size)
@@ -489,8 +489,8 @@ def verify_consistency(
     RFC 9162 §2.1.4.2, for 0 < old <= size; equal sizes need an empty proof and equal roots.
     Raises :class:`ProofError` naming the defect; returns None on success.
     """
-    if not 0 < old <= size or size > MAX_INT63:
-        raise ProofError(f"no consistency proof exists from size {old} to size {size}")
+    if type(old) is not int or type(size) is not int or not 0 < old <= size <= MAX_INT63:
+        raise ProofError(f"no consistency proof exists from size {old!r} to size {size!r}")
     if len(old_root) != HASH_SIZE or len(new_root) != HASH_SIZE:
         raise ProofError("roots must be 32 bytes")
     want = consistency_proof_size(old, size)

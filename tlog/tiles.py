@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tlog import accel as _accel
-from tlog.encoding import HASH_SIZE, MAX_INT63, parse_decimal
+from tlog.encoding import HASH_SIZE, MAX_INT63, parse_decimal, shown
 from tlog.errors import MalformedError, UsageError
 from tlog.merkle import EMPTY_ROOT as _EMPTY_ROOT
 from tlog.merkle import consistency_proof as _consistency_proof
@@ -198,24 +198,23 @@ def split_hashes(data: bytes) -> list[bytes]:
     return [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
 
 
+# type(x) is int, not isinstance: True is an int to Python, and would be spelled "True" in a
+# path (tile/0/x00T/rue); a float would be spelled "1.0".
+
+
 def _check_width(width: int) -> None:
-    if not 1 <= width <= TILE_WIDTH:
-        raise UsageError(f"tile width {width} is not in 1..{TILE_WIDTH}")
+    if type(width) is not int or not 1 <= width <= TILE_WIDTH:
+        raise UsageError(f"tile width {width!r} is not in 1..{TILE_WIDTH}")
 
 
 def _check_index(index: int) -> None:
-    if not 0 <= index <= MAX_TILE_INDEX:
-        raise UsageError(f"tile index {index} is not in 0..2^64-1")
+    if type(index) is not int or not 0 <= index <= MAX_TILE_INDEX:
+        raise UsageError(f"tile index {index!r} is not in 0..2^64-1")
 
 
 def _check_size(size: int, what: str = "tree size") -> None:
-    if not 0 <= size <= MAX_INT63:
-        raise UsageError(f"{what} {size} is not in 0..2^63-1")
-
-
-def _show(text: str) -> str:
-    """repr() for error messages, cut short: a hostile megabyte path must not become the message."""
-    return repr(text) if len(text) <= 120 else repr(text[:120]) + "…"
+    if type(size) is not int or not 0 <= size <= MAX_INT63:
+        raise UsageError(f"{what} {size!r} is not in 0..2^63-1")
 
 
 def _suffix(width: int) -> str:
@@ -247,8 +246,8 @@ class Tile(_Span):
     width: int = TILE_WIDTH
 
     def __post_init__(self) -> None:
-        if not 0 <= self.level <= MAX_LEVEL:
-            raise UsageError(f"tile level {self.level} is not in 0..{MAX_LEVEL}")
+        if type(self.level) is not int or not 0 <= self.level <= MAX_LEVEL:
+            raise UsageError(f"tile level {self.level!r} is not in 0..{MAX_LEVEL}")
         _check_index(self.index)
         _check_width(self.width)
 
@@ -309,34 +308,36 @@ def parse_tile_index(text: str, what: str = "tile index") -> int:
     """Parse a canonical ``<N>`` (see :func:`format_tile_index`); anything else is malformed."""
     groups = text.split("/")
     if "" in groups:
-        raise MalformedError(f"{what} {_show(text)} has an empty element (a stray or trailing '/')")
+        raise MalformedError(f"{what} {shown(text)} has an empty element (a stray or trailing '/')")
     value = 0
     for i, group in enumerate(groups):
         last = i == len(groups) - 1
         if last and not _GROUP.fullmatch(group):
             if _X_GROUP.fullmatch(group):
                 raise MalformedError(
-                    f"{what} {_show(text)}: last group {group!r} must not start with 'x'"
+                    f"{what} {shown(text)}: last group {shown(group, 8)} must not start with 'x'"
                 )
-            raise MalformedError(f"{what} {_show(text)}: group {group!r} is not 3 decimal digits")
+            raise MalformedError(
+                f"{what} {shown(text)}: group {shown(group, 8)} is not 3 decimal digits"
+            )
         if not last and not _X_GROUP.fullmatch(group):
             if _GROUP.fullmatch(group):
                 raise MalformedError(
-                    f"{what} {_show(text)}: group {group!r} lacks the 'x' that every group but the "
-                    "last carries"
+                    f"{what} {shown(text)}: group {shown(group, 8)} lacks the 'x' that every group"
+                    " but the last carries"
                 )
             raise MalformedError(
-                f"{what} {_show(text)}: group {group!r} is not 'x' + 3 decimal digits"
+                f"{what} {shown(text)}: group {shown(group, 8)} is not 'x' + 3 decimal digits"
             )
         if i == 0 and not last and group == "x000":
             raise MalformedError(
-                f"{what} {_show(text)} starts with a zero group 'x000' (groups must be minimal)"
+                f"{what} {shown(text)} starts with a zero group 'x000' (groups must be minimal)"
             )
         # Only accumulate while the value can still fit: a huge path must not cost bignum work.
         if len(groups) <= _MAX_GROUPS:
             value = value * 1000 + int(group[-3:])
     if len(groups) > _MAX_GROUPS or value > MAX_TILE_INDEX:
-        raise MalformedError(f"{what} {_show(text)} is larger than 2^64-1")
+        raise MalformedError(f"{what} {shown(text)} is larger than 2^64-1")
     return value
 
 
@@ -350,7 +351,7 @@ def parse_tile_path(path: str, *, max_level: int = MAX_LEVEL) -> Tile | Bundle:
     """
     if not 0 <= max_level <= MAX_LEVEL:
         raise UsageError(f"max_level {max_level} is not in 0..{MAX_LEVEL}")
-    where = f"tile path {_show(path)}"
+    where = f"tile path {shown(path)}"
     if not path.startswith("tile/"):
         raise MalformedError(f"{where} does not start with 'tile/'")
     level_text, slash, rest = path[len("tile/") :].partition("/")

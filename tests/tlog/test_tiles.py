@@ -689,6 +689,33 @@ def test_tile_out_of_range_is_usage_error(level: int, index: int, width: int) ->
         Tile(level, index, width)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Tile(0, True),
+        lambda: Tile(True, 0),
+        lambda: Tile(0, 0, True),
+        lambda: Tile(0, 1.0),  # type: ignore[arg-type]
+        lambda: Bundle(False, 1),
+        lambda: format_tile_index(True),
+    ],
+)
+def test_bools_and_floats_are_not_tile_numbers(make: Callable[[], object]) -> None:
+    # True is an int to Python: it would have been spelled tile/0/x00T/rue.
+    with pytest.raises(UsageError):
+        make()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["tile/0/000.p/" + "9" * 100_000, "tile/" + "9" * 100_000 + "/000", "tile/0/" + "1" * 100_000],
+)
+def test_a_hostile_megabyte_path_is_not_echoed_whole(path: str) -> None:
+    with pytest.raises(MalformedError) as e:
+        parse_tile_path(path)
+    assert len(str(e.value)) < 400
+
+
 def test_bundle_out_of_range_and_tile() -> None:
     with pytest.raises(UsageError):
         Bundle(-1)
