@@ -46,10 +46,11 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _B64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
-def shown(text: str, limit: int = 120) -> str:
-    """repr() for an error message, cut after ``limit`` characters: a hostile megabyte of input
-    must not become the message (nor an HTTP answer's body)."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
+def shown(value: object, limit: int = 120) -> str:
+    """repr() of ``value`` for an error message, cut after ``limit`` characters: a hostile
+    megabyte of input must not become the message (nor an HTTP answer's body)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def parse_decimal(text: str, what: str, maximum: int = MAX_INT63) -> int:

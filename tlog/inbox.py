@@ -69,7 +69,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tlog.encoding import HASH_SIZE, MAX_INT63, b64decode, b64encode
+from tlog.encoding import HASH_SIZE, MAX_INT63, b64decode, b64encode, shown
 from tlog.errors import MalformedError
 from tlog.journal import (
     MAX_RECORD_SIZE,
@@ -151,7 +151,7 @@ def check_keys(keys: object, what: str = "correlation keys") -> tuple[tuple[str,
     ordered = tuple(sorted(pairs))
     for a, b in itertools.pairwise(ordered):
         if a == b:
-            raise MalformedError(f"{what} name [{a[0]!r}, {a[1]!r}] twice")
+            raise MalformedError(f"{what} name [{shown(a[0])}, {shown(a[1])}] twice")
     return ordered
 
 
@@ -221,10 +221,10 @@ def event_from_json(value: object) -> Event:
         raise MalformedError("an event is a JSON object")
     missing = sorted(_EVENT_FIELDS - value.keys())
     if missing:
-        raise MalformedError(f"an event has no {missing[0]!r}")
+        raise MalformedError(f"an event has no {shown(missing[0])}")
     extra = sorted(value.keys() - _EVENT_FIELDS)
     if extra:
-        raise MalformedError(f"an event has no member {extra[0]!r}")
+        raise MalformedError(f"an event has no member {shown(extra[0])}")
     return make_event(value["source"], value["id"], value["kind"], value["keys"], value["payload"])
 
 
@@ -249,7 +249,9 @@ class Entry:
         if len(self.payload_sha256) != HASH_SIZE:
             raise MalformedError("an entry's payload hash is 32 bytes")
         if type(self.received_at) is not int or not 0 <= self.received_at <= MAX_SAFE_INT:
-            raise MalformedError(f"an entry's received_at {self.received_at!r} is out of range")
+            raise MalformedError(
+                f"an entry's received_at {shown(self.received_at)} is out of range"
+            )
 
     def encode(self) -> bytes:
         """The entry's canonical bytes."""
@@ -289,7 +291,7 @@ class Entry:
                 "an inbox entry is an object of exactly: " + ", ".join(sorted(_ENTRY_FIELDS))
             )
         if value["v"] != ENTRY_VERSION or type(value["v"]) is not int:
-            raise MalformedError(f"inbox entry version {value['v']!r} is not {ENTRY_VERSION}")
+            raise MalformedError(f"inbox entry version {shown(value['v'])} is not {ENTRY_VERSION}")
         at = value["received_at"]
         if type(at) is not int or at < 0:
             raise MalformedError("an inbox entry's received_at is whole seconds")
@@ -350,7 +352,7 @@ def receipt_entry(extra: bytes | None) -> Entry:
 def delivery_data(entry: Entry, position: int) -> dict[str, Any]:
     """The ``data`` of the delivery record of the event at ``position`` with ``entry``."""
     if type(position) is not int or not 0 <= position <= MAX_INT63:
-        raise MalformedError(f"position {position!r} is out of range")
+        raise MalformedError(f"position {shown(position)} is out of range")
     return {
         "id": entry.id,
         "keys": [list(k) for k in entry.keys],

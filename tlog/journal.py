@@ -85,6 +85,7 @@ from typing import Any
 import orjson
 
 from tlog import accel
+from tlog.encoding import shown
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.note import Ed25519Signer, Verifier
 
@@ -182,25 +183,27 @@ class ChainError(VerificationError):
 def check_run_id(run: str) -> None:
     """A run ID: 1..128 ASCII letters, digits and ``. _ : @ -``, starting alphanumeric."""
     if not isinstance(run, str) or not _ID.fullmatch(run):
-        raise MalformedError(f"run ID {run!r} is not 1-128 of [A-Za-z0-9._:@-]")
+        raise MalformedError(f"run ID {shown(run)} is not 1-128 of [A-Za-z0-9._:@-]")
 
 
 def check_case_id(case: str) -> None:
     """A case ID: the same alphabet as a run ID."""
     if not isinstance(case, str) or not _ID.fullmatch(case):
-        raise MalformedError(f"case ID {case!r} is not 1-128 of [A-Za-z0-9._:@-]")
+        raise MalformedError(f"case ID {shown(case)} is not 1-128 of [A-Za-z0-9._:@-]")
 
 
 def check_kind(kind: str) -> None:
     """A record kind: a letter, then up to 63 letters, digits and ``_ . -``."""
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-        raise MalformedError(f"record kind {kind!r} is not a letter followed by [A-Za-z0-9_.-]")
+        raise MalformedError(
+            f"record kind {shown(kind)} is not a letter followed by [A-Za-z0-9_.-]"
+        )
 
 
 def check_outcome(outcome: str) -> None:
     """A run outcome (``succeeded``, ``failed``, …): the same alphabet as a record kind."""
     if not isinstance(outcome, str) or not _KIND.fullmatch(outcome):
-        raise MalformedError(f"outcome {outcome!r} is not a letter followed by [A-Za-z0-9_.-]")
+        raise MalformedError(f"outcome {shown(outcome)} is not a letter followed by [A-Za-z0-9_.-]")
 
 
 def check_effect_key(key: str) -> None:
@@ -212,7 +215,7 @@ def check_effect_key(key: str) -> None:
 def check_source(source: str) -> None:
     """An emitter's name, the source half of an admission key: the alphabet of a run ID."""
     if not isinstance(source, str) or not _ID.fullmatch(source):
-        raise MalformedError(f"source {source!r} is not 1-128 of [A-Za-z0-9._:@-]")
+        raise MalformedError(f"source {shown(source)} is not 1-128 of [A-Za-z0-9._:@-]")
 
 
 def _check_token(value: object, what: str) -> str:
@@ -232,7 +235,7 @@ def admission_key(source: str, emitter_id: str) -> str:
 def split_admission_key(key: str) -> tuple[str, str]:
     """(source, emitter ID) of an admission key; MalformedError when it is not one."""
     if not isinstance(key, str) or "/" not in key:
-        raise MalformedError(f"admission key {key!r} is not <source>/<id>")
+        raise MalformedError(f"admission key {shown(key)} is not <source>/<id>")
     source, emitter_id = key.split("/", 1)
     admission_key(source, emitter_id)
     return source, emitter_id
@@ -286,7 +289,7 @@ def check_tenant(tenant: str) -> None:
     Tenants become part of a log's origin (``<origin>/<tenant>``) and of every storage key.
     """
     if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
-        raise MalformedError(f"tenant {tenant!r} is not 1-64 of [a-z0-9._-]")
+        raise MalformedError(f"tenant {shown(tenant)} is not 1-64 of [a-z0-9._-]")
 
 
 def _check_json(value: Any, where: str, depth: int = 0) -> None:
@@ -354,7 +357,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise MalformedError(f"JSON object repeats the key {k!r}")
+            raise MalformedError(f"JSON object repeats the key {shown(k)}")
         out[k] = v
     return out
 
@@ -413,9 +416,9 @@ class Body:
         check_run_id(self.run)
         check_kind(self.kind)
         if type(self.seq) is not int or not 1 <= self.seq <= MAX_SEQ:
-            raise MalformedError(f"record seq {self.seq!r} is out of range")
+            raise MalformedError(f"record seq {shown(self.seq)} is out of range")
         if type(self.epoch) is not int or not 1 <= self.epoch <= MAX_SEQ:
-            raise MalformedError(f"record epoch {self.epoch!r} is out of range")
+            raise MalformedError(f"record epoch {shown(self.epoch)} is out of range")
         obj: dict[str, Any] = {
             "v": BODY_VERSION,
             "run": self.run,
@@ -493,9 +496,9 @@ def decode_body(raw: bytes) -> Body:
         raise MalformedError(f"record body has unknown fields {sorted(unknown)}")
     for f in ("v", "run", "seq", "epoch", "kind"):
         if f not in obj:
-            raise MalformedError(f"record body has no {f!r}")
+            raise MalformedError(f"record body has no {shown(f)}")
     if obj["v"] != BODY_VERSION or isinstance(obj["v"], bool):
-        raise MalformedError(f"record body version {obj['v']!r} is not {BODY_VERSION}")
+        raise MalformedError(f"record body version {shown(obj['v'])} is not {BODY_VERSION}")
     for f in ("seq", "epoch"):
         if not isinstance(obj[f], int) or isinstance(obj[f], bool):
             raise MalformedError(f"record {f} is not an integer")

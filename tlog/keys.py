@@ -43,7 +43,7 @@ from tlog.cosignature import (
     SubtreeV1Signer,
     SubtreeV1Verifier,
 )
-from tlog.encoding import b64decode, b64encode
+from tlog.encoding import b64decode, b64encode, shown
 from tlog.errors import MalformedError, TlogError, UsageError
 from tlog.note import TYPE_ED25519, Ed25519Signer, Ed25519Verifier, Verifier, check_key_name
 
@@ -82,7 +82,7 @@ class UnsupportedKeyError(MalformedError):
 def _split_id(name: str, id_text: str, what: str) -> int:
     check_key_name(name)
     if not _HEX8.fullmatch(id_text):
-        raise MalformedError(f"{what} key ID {id_text!r} is not 8 lowercase hex digits")
+        raise MalformedError(f"{what} key ID {shown(id_text)} is not 8 lowercase hex digits")
     return int(id_text, 16)
 
 

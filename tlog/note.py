@@ -46,7 +46,7 @@ import nacl.signing
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tlog.encoding import b64decode, b64encode
+from tlog.encoding import b64decode, b64encode, shown
 from tlog.errors import (
     InvalidSignatureError,
     MalformedError,
@@ -116,13 +116,13 @@ def check_key_name(name: str) -> None:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise MalformedError(f"key name {name!r} is not valid Unicode text") from None
+        raise MalformedError(f"key name {shown(name)} is not valid Unicode text") from None
     if "+" in name:
-        raise MalformedError(f"key name {name!r} contains '+'")
+        raise MalformedError(f"key name {shown(name)} contains '+'")
     if any(c in _WHITE_SPACE for c in name):
-        raise MalformedError(f"key name {name!r} contains white space")
+        raise MalformedError(f"key name {shown(name)} contains white space")
     if any(c < " " for c in name):
-        raise MalformedError(f"key name {name!r} contains a control character")
+        raise MalformedError(f"key name {shown(name)} contains a control character")
 
 
 def key_id(name: str, key_type: int, public_key: bytes) -> int:
@@ -290,7 +290,8 @@ def parse_signature_line(line: str) -> Signature:
     check_key_name(name)
     if " " in b64:
         raise MalformedError(
-            f"signature line of {name!r} has more than two fields (is there a space in a key name?)"
+            f"signature line of {shown(name)} has more than two fields"
+            " (is there a space in a key name?)"
         )
     raw = b64decode(b64, f"signature of {name}")
     if len(raw) < 5:

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tlog.cosignature import TYPE_COSIGNATURE_V1, TYPE_SUBTREE_V1, CosignatureV1Verifier
-from tlog.encoding import MAX_INT63, decode_octets, encode_octets, parse_decimal, show_octets
+from tlog.encoding import MAX_INT63, decode_octets, encode_octets, parse_decimal, show_octets, shown
 from tlog.errors import MalformedError, UsageError
 from tlog.keys import cosigner_from_vkey, format_vkey, parse_vkey
 from tlog.note import TYPE_ED25519, Verifier
@@ -122,10 +122,10 @@ def _check_item(item: str, what: str) -> None:
     try:
         raw = encode_octets(item)
     except UnicodeEncodeError:
-        raise MalformedError(f"{what} {item!r} is not an octet string") from None
+        raise MalformedError(f"{what} {shown(item)} is not an octet string") from None
     if decode_octets(raw) != item:
         # Surrogate escapes that spell valid UTF-8: two strs would name the same octets.
-        raise MalformedError(f"{what} {item!r} is not in its canonical (decoded) form")
+        raise MalformedError(f"{what} {shown(item)} is not in its canonical (decoded) form")
     if not raw:
         raise MalformedError(f"{what} is empty")
     bad = _BAD_ITEM_OCTET.search(raw)
@@ -246,9 +246,9 @@ class Group:
             raise MalformedError(f"group {show_octets(self.name)} has no members")
         if isinstance(self.threshold, str):
             if self.threshold not in ("all", "any"):
-                raise MalformedError(f"group threshold {self.threshold!r} is not all/any/k")
+                raise MalformedError(f"group threshold {shown(self.threshold)} is not all/any/k")
         elif isinstance(self.threshold, bool) or not isinstance(self.threshold, int):
-            raise MalformedError(f"group threshold {self.threshold!r} is not all/any/k")
+            raise MalformedError(f"group threshold {shown(self.threshold)} is not all/any/k")
         elif not 1 <= self.threshold <= n:
             raise MalformedError(
                 f"group {show_octets(self.name)} threshold {self.threshold} is out of range: "

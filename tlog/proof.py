@@ -66,6 +66,7 @@ from tlog.encoding import (
     b64encode,
     parse_decimal,
     parse_hash,
+    shown,
 )
 from tlog.errors import MalformedError, UnverifiedNoteError, UsageError, VerificationError
 from tlog.merkle import HashReader, inclusion_proof, stored_hash_index, verify_inclusion
@@ -132,7 +133,7 @@ class TlogProof:
 
     def __post_init__(self) -> None:
         if isinstance(self.index, bool) or not isinstance(self.index, int):
-            raise MalformedError(f"tlog-proof index {self.index!r} is not an integer")
+            raise MalformedError(f"tlog-proof index {shown(self.index)} is not an integer")
         if not 0 <= self.index <= MAX_INT63:
             raise MalformedError(f"tlog-proof index {self.index} is out of range [0, 2^63-1]")
         hashes = tuple(bytes(h) for h in self.hashes)
@@ -340,7 +341,7 @@ def verify_proof(
         claimed = origin_of(proof.checkpoint)
         if claimed != origin:
             raise VerificationError(
-                f"checkpoint is for origin {claimed!r}, not the expected {origin!r}"
+                f"checkpoint is for origin {shown(claimed)}, not the expected {shown(origin)}"
             )
     signed = open_checkpoint(proof.checkpoint, [*logs, *witnesses])
     log_sigs = tuple(s for s in signed.note.sigs if (s.name, s.key_id) in log_keys)

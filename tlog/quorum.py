@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tlog.checkpoint import Checkpoint
 from tlog.cosignature import timestamp_of
-from tlog.encoding import show_octets
+from tlog.encoding import show_octets, shown
 from tlog.errors import PolicyError, UnverifiedNoteError, UsageError
 from tlog.note import Note, open_note, parse_note
 
@@ -273,7 +273,8 @@ def evaluate(
     if not verified_logs:
         how = " whose key name is the origin" if require_origin_match else ""
         raise UnverifiedNoteError(
-            f"checkpoint {checkpoint.origin!r} carries no verified signature from a listed log{how}"
+            f"checkpoint {shown(checkpoint.origin)} carries no verified signature"
+            f" from a listed log{how}"
         )
     cosigned: dict[str, Cosigned] = {}
     ignored: list[IgnoredCosignature] = []

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tlog.checkpoint import Checkpoint
-from tlog.encoding import MAX_INT63, b64encode, parse_decimal, parse_hash
+from tlog.encoding import MAX_INT63, b64encode, parse_decimal, parse_hash, shown
 from tlog.errors import MalformedError, ProofError, TlogError, UsageError
 from tlog.merkle import is_valid_subtree, verify_witness_consistency
 from tlog.note import MAX_NOTE_SIZE, Signature, parse_signature_line
@@ -253,7 +253,7 @@ def parse_size_body(body: bytes, content_type: str | None) -> int:
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if media != SIZE_CONTENT_TYPE:
         raise MalformedError(
-            f"409 response has Content-Type {content_type!r}, not {SIZE_CONTENT_TYPE}"
+            f"409 response has Content-Type {shown(content_type)}, not {SIZE_CONTENT_TYPE}"
         )
     if not body.endswith(b"\n"):
         raise MalformedError("409 response body does not end in a newline")
