@@ -63,6 +63,8 @@ connection that is opening or recovering the database."""
 STOP_WAIT_S = 5.0
 """How long :meth:`Checkpointer.stop` waits for a checkpoint in progress to end."""
 
+THREAD_NAME = "tlog-wal-checkpointer"
+
 WRITER_PRAGMAS = (
     f"PRAGMA wal_autocheckpoint = {BACKSTOP_FRAMES}",
     f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}",
@@ -79,6 +81,9 @@ class Checkpointer:
 
     def __init__(self, path: str) -> None:
         self._uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=rw"
+        self.thread_name = f"{THREAD_NAME} {os.path.abspath(path)}"
+        """The thread's name: :data:`THREAD_NAME` and the database's path (what a thread
+        listing, py-spy or a test shows)."""
         self._writers = threading.Lock()
         self._writing = _Writing(self)
         self._due = threading.Event()
@@ -104,7 +109,7 @@ class Checkpointer:
             # The thread holds the checkpointer, never the handle: a handle dropped without
             # close() is still collected, and its finaliser stops the thread.
             thread = self._thread = threading.Thread(
-                target=self._run, name="tlog-wal-checkpointer", daemon=True
+                target=self._run, name=self.thread_name, daemon=True
             )
             thread.start()
         if not self._due.is_set():  # set() takes a lock and notifies: skip it when it's set
@@ -197,6 +202,7 @@ __all__ = [
     "BACKSTOP_FRAMES",
     "CATCH_UP_FRAMES",
     "PACE_S",
+    "THREAD_NAME",
     "WAIT_MS",
     "WAL_LIMIT_BYTES",
     "WRITER_PRAGMAS",

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from store.db.checkpointer import BACKSTOP_FRAMES, CATCH_UP_FRAMES, Checkpointer
+from store.db.checkpointer import BACKSTOP_FRAMES, CATCH_UP_FRAMES, THREAD_NAME, Checkpointer
 from store.open import init_store, open_store
 from store.sql import SQLStore
 from tlog.inbox import make_event
@@ -22,8 +22,10 @@ from tlog.keys import generate_key
 ORIGIN = "example.com/checkpointer"
 
 
-def _threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "tlog-wal-checkpointer"]
+def _threads(db: Path | str) -> list[threading.Thread]:
+    """The checkpointer threads of ``db`` (other tests' stores may have theirs running)."""
+    name = f"{THREAD_NAME} {os.path.abspath(db)}"
+    return [t for t in threading.enumerate() if t.name == name]
 
 
 def _wal_frames(db: Path) -> int:
@@ -97,7 +99,7 @@ def test_the_thread_keeps_the_wal_bounded_under_writes_that_never_pause(tmp_path
     finally:
         keeper.stop()
         conn.close()
-    assert not _threads()
+    assert not _threads(db)
 
 
 def test_a_reader_holding_a_snapshot_never_makes_the_thread_stop_the_writers(
@@ -127,7 +129,7 @@ def test_a_reader_holding_a_snapshot_never_makes_the_thread_stop_the_writers(
         keeper.stop()
         reader.close()
         conn.close()
-    assert not _threads()
+    assert not _threads(db)
 
 
 def test_handles_dropped_without_close_leave_no_thread_and_no_descriptor(tmp_path: Path) -> None:
@@ -140,13 +142,13 @@ def test_handles_dropped_without_close_leave_no_thread_and_no_descriptor(tmp_pat
         s = open_store(db=db, key=key)
         assert isinstance(s, SQLStore)
         s.inbox.buffer(make_event("shop", f"d-{i}", "order.paid", [("order", f"o-{i}")], {"n": i}))
-        assert len(_threads()) == 1
+        assert len(_threads(db)) == 1
         del s  # never closed
         gc.collect()
     deadline = time.monotonic() + 5
-    while _threads() and time.monotonic() < deadline:
+    while _threads(db) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not _threads(), "dropped handles left checkpointer threads running"
+    assert not _threads(db), "dropped handles left checkpointer threads running"
     assert _fds() <= before + 2, f"descriptors {before} -> {_fds()}"
     with open_store(db=db) as again:
         assert isinstance(again, SQLStore)
@@ -159,11 +161,11 @@ def test_a_store_handle_starts_it_at_its_first_write_and_stops_it_when_closed(
     db = str(tmp_path / "j.db")
     key = generate_key(ORIGIN)
     init_store(db=db, origin=ORIGIN, key=key)
-    assert not _threads()
+    assert not _threads(db)
     reader = open_store(db=db)
     try:
         reader.runs(None, 10)
-        assert not _threads(), "a handle that only reads started a checkpointer"
+        assert not _threads(db), "a handle that only reads started a checkpointer"
     finally:
         reader.close()
     s = open_store(db=db, key=key)
@@ -183,13 +185,13 @@ def test_a_store_handle_starts_it_at_its_first_write_and_stops_it_when_closed(
                     for j in range(100)
                 ]
             )
-        assert len(_threads()) == 1
+        assert len(_threads(db)) == 1
         # 6,000 events in batches all over an index: the WAL was started over meanwhile.
         assert _wal_frames(Path(db)) < BACKSTOP_FRAMES
         assert inbox.counts().live == 6_000
     finally:
         s.close()
-    assert not _threads(), "closing the handle left its checkpointer running"
+    assert not _threads(db), "closing the handle left its checkpointer running"
     with open_store(db=db) as again:
         assert isinstance(again, SQLStore)
         assert again.inbox.counts().live == 6_000
