@@ -84,13 +84,12 @@ from tlog.policy import Policy, TimePolicy
 from tlog.tiles import (
     FULL_TILE_SIZE,
     MAX_ENTRY_SIZE,
-    MAX_LEVEL,
+    TILE_HEIGHT,
     TILE_WIDTH,
     Bundle,
     Tile,
     TileHashReader,
     leaf_hashes,
-    new_tiles,
     parse_bundle,
     perfect_root,
     proven_prefix_from_tiles,
@@ -301,13 +300,27 @@ class TileReader(TileHashReader):
         self.fetcher = fetcher
 
     def add(self, tile: Tile, data: bytes) -> None:
-        """Keep ``tile``'s bytes; raises :class:`_TileFault` (with the bytes as served, cut
-        after a full tile's length and one byte) when they are not the tile's length."""
-        try:
-            super().add(tile, data)
-        except MalformedError as e:
-            err = LocatedError("proof", str(e), checkpoint_size=self.size)
-            raise _TileFault(err, {tile.path(): data}) from None
+        """Keep ``tile``'s bytes, :meth:`checked`."""
+        super().add(tile, self.checked(tile, data))
+
+    def checked(self, tile: Tile, data: bytes) -> bytes:
+        """``data``, when it is ``tile``'s length; else :class:`_TileFault`, with the bytes as
+        served (cut after a full tile's length and one byte)."""
+        if len(data) != tile.data_size:
+            err = LocatedError(
+                "proof",
+                f"tile {tile.path()} is {len(data)} bytes, not {tile.data_size}:"
+                " a truncated or padded tile",
+                checkpoint_size=self.size,
+            )
+            raise _TileFault(err, {tile.path(): data})
+        return data
+
+    def peek(self, tile: Tile) -> bytes:
+        """``tile``'s bytes, held or fetched (:meth:`checked`), without keeping them: the
+        streamed checks read every tile once."""
+        data = self.tiles.get(tile)
+        return data if data is not None else self.checked(tile, self._read_tile(tile))
 
 
 @dataclass
@@ -425,51 +438,95 @@ def _leaf_tile(bundle: Bundle, data: bytes) -> bytes:
     return b"".join(merkle.leaf_hash(e) for e in entries)
 
 
-def _check_levels(
-    changed: list[Tile],
-    roots: dict[int, bytes],
-    from_bundle: set[int],
-    reader: TileReader,
-    size: int,
-) -> None:
-    """Each new tile above level 0 holds the roots of the full tiles below it, level by
-    level, from ``roots`` (index -> root of a full level-0 tile, computed from its bundle
-    alone for the indexes in ``from_bundle``)."""
-    for level in range(1, MAX_LEVEL + 1):
-        above = [t for t in changed if t.level == level]
-        if not above:
-            break
-        next_roots: dict[int, bytes] = {}
-        for tile in above:
-            data = reader.read_tile(tile)
-            hashes = split_hashes(data)
-            for i, h in enumerate(hashes):
-                child = roots.get(tile.index * TILE_WIDTH + i)
-                if child is not None and child != h:
-                    below = Tile(level - 1, tile.index * TILE_WIDTH + i)
-                    if level == 1 and below.index in from_bundle:
-                        bundle = Bundle(below.index, TILE_WIDTH)
-                        err = LocatedError(
-                            "proof",
-                            f"{bundle.path()} does not hash to the root tile {tile.path()} holds"
-                            f" at position {i} (the bundle's entries or the tile were"
-                            " rewritten, reordered or cut)",
-                            checkpoint_size=size,
-                        )
-                        raise _TileFault(err, _with_bundle({tile.path(): data}, reader, bundle))
-                    err = LocatedError(
-                        "proof",
-                        f"tile {tile.path()} does not hold the root of tile {below.path()} at"
-                        f" position {i} (a tile was rewritten)",
-                        checkpoint_size=size,
-                    )
-                    served = {tile.path(): data}
-                    if below in reader.tiles:
-                        served[below.path()] = reader.read_tile(below)
-                    raise _TileFault(err, served)
-            if tile.is_full:
-                next_roots[tile.index] = perfect_root(hashes)
-        roots = next_roots
+def _new_level(level: int, old_size: int, new_size: int) -> Iterator[Tile]:
+    """The tiles of ``level`` that growing ``old_size`` -> ``new_size`` writes, by index, one at
+    a time (:func:`tlog.tiles.new_tiles` of one level, without the list: a log of 2^31
+    entries has 2^23 bundles)."""
+    old_n = old_size >> (TILE_HEIGHT * level)  # complete hashes at this level
+    new_n = new_size >> (TILE_HEIGHT * level)
+    if old_n == new_n:
+        return
+    for index in range(old_n >> TILE_HEIGHT, new_n >> TILE_HEIGHT):
+        yield Tile(level, index)
+    index = new_n >> TILE_HEIGHT
+    if width := new_n - (index << TILE_HEIGHT):
+        yield Tile(level, index, width)
+
+
+class _Levels:
+    """The check above level 0, streamed: each new tile above level 0 holds the roots of the
+    full tiles below it. The roots of the new full tiles of a level arrive in index order
+    (:meth:`full`); once a parent tile's children have all arrived, the parent is read and
+    compared, and its own root, when it is full, goes up. Memory: one parent's children per
+    level, whatever the log's size."""
+
+    def __init__(self, reader: TileReader, size: int) -> None:
+        self.reader = reader
+        self.size = size
+        # level -> (parent index, {position: (root, computed from a bundle alone)})
+        self.pending: dict[int, tuple[int, dict[int, tuple[bytes, bool]]]] = {}
+
+    def full(self, level: int, index: int, root: bytes, from_bundle: bool = False) -> None:
+        """The new full tile (``level``, ``index``) has ``root``; ``from_bundle``: a level-0
+        root computed from its bundle, the tile not fetched."""
+        parent = index >> TILE_HEIGHT
+        waiting = self.pending.get(level)
+        if waiting is not None and waiting[0] != parent:
+            self._flush(level)
+            waiting = None
+        if waiting is None:
+            waiting = self.pending[level] = (parent, {})
+        waiting[1][index - (parent << TILE_HEIGHT)] = (root, from_bundle)
+
+    def finish(self) -> None:
+        """Every root has arrived: check the parents still waiting, bottom up."""
+        level = 0
+        while self.pending:
+            if level in self.pending:
+                self._flush(level)
+            level += 1
+
+    def _flush(self, level: int) -> None:
+        parent, children = self.pending.pop(level)
+        above = level + 1
+        width = min(TILE_WIDTH, (self.size >> (TILE_HEIGHT * above)) - (parent << TILE_HEIGHT))
+        tile = Tile(above, parent, width)
+        data = self.reader.peek(tile)
+        hashes = split_hashes(data)
+        for i, (root, from_bundle) in sorted(children.items()):
+            if hashes[i] != root:
+                raise _TileFault(*self._mismatch(tile, data, i, from_bundle))
+        if tile.is_full:
+            self.full(above, parent, perfect_root(hashes))
+
+    def _mismatch(
+        self, tile: Tile, data: bytes, i: int, from_bundle: bool
+    ) -> tuple[LocatedError, dict[str, bytes]]:
+        below = Tile(tile.level - 1, tile.index * TILE_WIDTH + i)
+        if from_bundle:
+            bundle = Bundle(below.index, TILE_WIDTH)
+            err = LocatedError(
+                "proof",
+                f"{bundle.path()} does not hash to the root tile {tile.path()} holds"
+                f" at position {i} (the bundle's entries or the tile were"
+                " rewritten, reordered or cut)",
+                checkpoint_size=self.size,
+            )
+            return err, _with_bundle({tile.path(): data}, self.reader, bundle)
+        err = LocatedError(
+            "proof",
+            f"tile {tile.path()} does not hold the root of tile {below.path()} at"
+            f" position {i} (a tile was rewritten)",
+            checkpoint_size=self.size,
+        )
+        served = {tile.path(): data}
+        held = self.reader.tiles.get(below)
+        if held is None:  # not kept (the check streams): as served now, if it still is
+            with contextlib.suppress(InputError):
+                held = self.reader.fetcher.get(below.path(), FULL_TILE_SIZE, cut=True)
+        if held is not None:
+            served[below.path()] = held
+        return err, served
 
 
 def _check_entries(
@@ -500,45 +557,48 @@ def _check_entries(
             checkpoint_size=new.size,
         )
     total = new.size - start
-    changed = new_tiles(start, new.size)
-    bundles = [Bundle(t.index, t.width) for t in changed if t.level == 0]
-    # A bundle's level-0 tile is fetched with it when it is to be compared and not held yet.
-    fetch_tile = {
-        b.index for b in bundles if (check_tiles or not b.is_full) and b.tile not in reader.tiles
-    }
-    paths: list[tuple[str, int, bool]] = []
-    for bundle in bundles:
-        paths.append((bundle.path(), _MAX_BUNDLE, False))
-        if bundle.index in fetch_tile:
-            paths.append((bundle.tile.path(), FULL_TILE_SIZE, True))  # as TileReader does
-    fetched = reader.fetcher.get_many(paths)
-    roots: dict[int, bytes] = {}  # index -> root of a full tile of the level just checked
+    held = reader.tiles  # what the root check and the proof read: compared, not fetched
+
+    def fetch_tile(bundle: Bundle) -> bool:
+        # A bundle's level-0 tile is fetched with it when it is compared and not held yet.
+        return (check_tiles or not bundle.is_full) and bundle.tile not in held
+
+    def bundles() -> Iterator[Bundle]:
+        return (Bundle(t.index, t.width) for t in _new_level(0, start, new.size))
+
+    def paths() -> Iterator[tuple[str, int, bool]]:
+        for bundle in bundles():
+            yield bundle.path(), _MAX_BUNDLE, False
+            if fetch_tile(bundle):
+                yield bundle.tile.path(), FULL_TILE_SIZE, True  # cut, as TileReader's
+
+    fetched = reader.fetcher.get_many(paths())
+    levels = _Levels(reader, new.size)
     compared = 0  # level-0 tiles compared with their bundles
-    from_bundle: set[int] = set()  # the level-0 roots computed from bundles alone
-    for bundle in bundles:
+    for bundle in bundles():
         data = next(fetched)
         tile = bundle.tile
-        if bundle.index in fetch_tile:
-            reader.add(tile, next(fetched))
+        served = held.get(tile)
+        if fetch_tile(bundle):
+            served = reader.checked(tile, next(fetched))  # compared, then let go
         leaves = _leaf_tile(bundle, data)
-        compared += tile in reader.tiles
-        if tile in reader.tiles and leaves != reader.read_tile(tile):
-            err = LocatedError(
-                "proof",
-                f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
-                # Either may be the one altered: a full level-0 tile off the tree's right
-                # edge is only checked here, against the bundle.
-                "(the bundle's entries or the tile were rewritten, reordered or cut)",
-                checkpoint_size=new.size,
-            )
-            raise _TileFault(err, {bundle.path(): data, tile.path(): reader.read_tile(tile)})
+        if served is not None:
+            compared += 1
+            if leaves != served:
+                err = LocatedError(
+                    "proof",
+                    f"{bundle.path()} does not hash to its level-0 tile {tile.path()} "
+                    # Either may be the one altered: a full level-0 tile off the tree's right
+                    # edge is only checked here, against the bundle.
+                    "(the bundle's entries or the tile were rewritten, reordered or cut)",
+                    checkpoint_size=new.size,
+                )
+                raise _TileFault(err, {bundle.path(): data, tile.path(): served})
         if bundle.is_full:
-            roots[bundle.index] = perfect_root(split_hashes(leaves))
-            if tile not in reader.tiles:
-                from_bundle.add(bundle.index)
+            levels.full(0, bundle.index, perfect_root(split_hashes(leaves)), served is None)
         if progress is not None:
             progress(bundle.index * TILE_WIDTH + bundle.width - start, total)
-    _check_levels(changed, roots, from_bundle, reader, new.size)
+    levels.finish()
     return total, compared
 
 

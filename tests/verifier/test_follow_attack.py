@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.servers import ServerThread, static_app
 from tests.verifier.test_follow import ORIGIN, run
@@ -21,12 +24,19 @@ from tlog.checkpoint import Checkpoint
 from tlog.keys import SignerKey, generate_key
 from tlog.note import sign_note
 from tlog.tiles import (
+    MAX_LEVEL,
+    TILE_HEIGHT,
     TILE_WIDTH,
     Bundle,
+    Tile,
     format_bundle,
+    new_tiles,
     parse_bundle,
+    parse_tile_path,
+    tile_root,
     tiles_from_leaf_hashes,
 )
+from verifier.follow import _new_level
 
 
 class _Store:  # what run() reads of a store: its vkey
@@ -308,3 +318,69 @@ def test_a_gzip_bomb_for_a_tile_is_cut_and_judged(
     assert code == 1, report
     evidence = Path(report["facts"]["evidence"])  # type: ignore[index]
     assert (evidence / "served" / "tile" / "0" / "000.p" / "3").stat().st_size == 8193
+
+
+# --- scale: the entries check streams ----------------------------------------------------------
+
+
+def uniform_log_app(key: SignerKey, size: int) -> web.Application:
+    """A log of ``size`` identical 32-byte entries, its tiles and bundles computed on request
+    (every node of a height has one hash): a large tree at no cost to build."""
+    entry_ = bytes(32)
+    by_height = [merkle.leaf_hash(entry_)]
+    for _ in range(8 * 64):
+        by_height.append(merkle.node_hash(by_height[-1], by_height[-1]))
+
+    def tile_bytes(tile: Tile) -> bytes:
+        return by_height[TILE_HEIGHT * tile.level] * tile.width
+
+    text = Checkpoint(ORIGIN, size, tile_root(size, tile_bytes)).format()
+    note = sign_note(text, [key.signer()])
+
+    async def handle(request: web.Request) -> web.Response:
+        rel = request.match_info["tail"]
+        if rel == "checkpoint":
+            return web.Response(body=note)
+        item = parse_tile_path(rel)
+        if isinstance(item, Bundle):
+            return web.Response(body=format_bundle([entry_] * item.width))
+        return web.Response(body=tile_bytes(item))
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+def test_verifying_every_entry_of_a_large_log_holds_no_tile_it_checked(
+    key: SignerKey, servers: ServerThread, tmp_path: Path
+) -> None:
+    # 2^18 + 77 entries: 1,025 bundles and as many level-0 tiles fetched (--check-tiles),
+    # 8 MiB of tiles that a check keeping them (as it once did, with a list of every new
+    # tile and bundle) holds at once. Streamed, the round's peak is a few of them.
+    size = (1 << 18) + 77
+    url = servers.serve(uniform_log_app(key, size)) + "/"
+    tracemalloc.start()
+    try:
+        code, report = run(
+            url,
+            _Store(key),  # type: ignore[arg-type]
+            tmp_path / "state",
+            "--verify-entries",
+            "--check-tiles",
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 0, report
+    assert report["facts"]["entries"] == size  # type: ignore[index]
+    assert peak < 3 * 1024 * 1024, f"peak {peak:,} bytes"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+def test_the_streamed_tiles_of_a_level_are_new_tiles_of_that_level(a: int, b: int) -> None:
+    old, new = min(a, b), max(a, b)
+    if new - old > 1 << 20:  # the list side must stay small: keep the top of the tree
+        old = new - (old % (1 << 20))
+    streamed = [t for level in range(MAX_LEVEL + 1) for t in _new_level(level, old, new)]
+    assert streamed == new_tiles(old, new)  # level by level, by index, as new_tiles orders
