@@ -47,6 +47,7 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+import weakref
 
 PACE_S = 0.02
 """At most one passive checkpoint per this many seconds."""
@@ -94,6 +95,7 @@ class Checkpointer:
         """Catch-ups that copied the whole WAL, so that it could start over (for tests)."""
         self.writers_held = 0
         """Times the thread took the writers' lock (for tests: never behind a reader)."""
+        _LIVE.add(self)
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
         """Held around one write transaction of the handle's: excludes a catch-up, and
@@ -168,6 +170,27 @@ class Checkpointer:
             frames, copied = _passive(conn)
         if copied == frames:
             self.catch_ups += 1
+
+
+_LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+"""Every checkpointer of the process, for :func:`_after_fork_in_child`."""
+
+
+def _after_fork_in_child() -> None:
+    # A fork copies the locks as they are: taken by the parent's checkpointer thread in the
+    # middle of a catch-up, the writers' lock would stay taken in the child, whose first write
+    # would wait forever. The child has no checkpointer thread: fresh locks (its first write
+    # starts a thread of its own).
+    for keeper in list(_LIVE):
+        stopping = threading.Event()
+        if keeper._stopping.is_set():
+            stopping.set()
+        keeper._writers = threading.Lock()
+        keeper._due = threading.Event()
+        keeper._stopping = stopping
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Writing:
