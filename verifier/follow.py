@@ -633,7 +633,8 @@ def _judge_tiles(
     try:
         _judge_tree(reader, old, new, held, note, report)
     except _TileFault as e:
-        # A tile of the wrong length, read for the root or for the proof: what was served.
+        # A tile rewritten or of the wrong length, read for the root or for the proof: which
+        # one cannot be told, so every tile the round read, as served.
         served = {**_held_tiles(reader), **e.served}
         raise _Detected(e.error, _tile_evidence(e.error, held, note, reader, served)) from None
 
@@ -646,7 +647,8 @@ def _judge_tree(
     note: bytes,
     report: Report,
 ) -> None:
-    """:func:`_judge_tiles`, whose tile faults of length it lets through."""
+    """:func:`_judge_tiles`; a tile fault is raised as :class:`_TileFault`, whose evidence is
+    every tile read, added by the caller."""
     root = tile_root(new.size, reader.read_tile)
     if root != new.root:
         err = LocatedError(
@@ -655,7 +657,7 @@ def _judge_tree(
             "(a tile was rewritten)",
             checkpoint_size=new.size,
         )
-        raise _Detected(err, _tile_evidence(err, held, note, reader, _held_tiles(reader)))
+        raise _TileFault(err, {})  # every tile read is evidence (_judge_tiles adds them)
     report.check("tiles", "tiles hash to the checkpoint's root", len(reader.tiles), "tiles")
     if old is not None and old.size > 0:
         proof = merkle.consistency_proof(old.size, new.size, reader)
@@ -674,8 +676,7 @@ def _judge_tree(
                     f" of size {new.size} (a tile was rewritten: not evidence of a fork)",
                     checkpoint_size=new.size,
                 )
-                evidence = _tile_evidence(err, held, note, reader, _held_tiles(reader))
-                raise _Detected(err, evidence) from None
+                raise _TileFault(err, {}) from None
             why = f"the checkpoint of size {new.size} is not consistent with size {old.size}"
             if other != old.root:
                 why += f": its tree has the root {b64encode(other)} at size {old.size}"
