@@ -37,7 +37,7 @@ from pathlib import Path
 
 from store.tiles import TileSource, leaf_level_bytes, note_checkpoint, tile_bytes
 from tlog.errors import VerificationError
-from tlog.tiles import new_bundles, new_tiles
+from tlog.tiles import MAX_LEVEL, Bundle, new_level_tiles
 
 __all__ = ["TEMP_PREFIX", "Published", "publish_tiles"]
 
@@ -162,12 +162,15 @@ def publish_tiles(source: TileSource, directory: str | os.PathLike[str]) -> Publ
         sizes.append(cp.size)
     prev = old_size
     for size in sizes:
-        for tile in new_tiles(prev, size):
-            if tile.level > 0:  # level 0: with its bundle, below
+        # One tile at a time (new_level_tiles), never the list of a growth: publishing a log
+        # of 2^31 entries from nothing walks 2^23 bundles.
+        for level in range(1, MAX_LEVEL + 1):  # level 0: with its bundles, below
+            for tile in new_level_tiles(level, prev, size):
                 writer.put(tile.path(), tile_bytes(source, tile))
-        for bundle in new_bundles(prev, size):  # the new level-0 tiles are theirs
+        for tile in new_level_tiles(0, prev, size):  # the new level-0 tiles are their bundles'
+            bundle = Bundle(tile.index, tile.width)
             entries, leaves = leaf_level_bytes(source, bundle)
-            writer.put(bundle.tile.path(), leaves)
+            writer.put(tile.path(), leaves)
             writer.put(bundle.path(), entries)
         prev = size
     writer.sync()

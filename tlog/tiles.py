@@ -68,7 +68,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tlog import accel as _accel
@@ -102,6 +102,7 @@ __all__ = [
     "leaf_hashes",
     "locate_node",
     "new_bundles",
+    "new_level_tiles",
     "new_tiles",
     "parse_bundle",
     "parse_tile_index",
@@ -435,9 +436,33 @@ def bundles_for_size(size: int) -> list[Bundle]:
     return [Bundle(t.index, t.width) for t in tiles_for_size(size) if t.level == 0]
 
 
+def new_level_tiles(level: int, old_size: int, new_size: int) -> Iterator[Tile]:
+    """The tiles of ``level`` among :func:`new_tiles`, by index, one at a time: for a walk over
+    a large growth without its list (a log of 2^31 entries has 2^23 level-0 tiles).
+    Requires 0 ≤ old_size ≤ new_size ≤ 2^63−1 and 0 ≤ level ≤ 63."""
+    _check_size(old_size, "old tree size")
+    _check_size(new_size, "new tree size")
+    if old_size > new_size:
+        raise UsageError(f"old tree size {old_size} is larger than new tree size {new_size}")
+    if type(level) is not int or not 0 <= level <= MAX_LEVEL:
+        raise UsageError(f"tile level {level!r} is not in 0..{MAX_LEVEL}")
+    return _level_tiles(level, old_size >> (TILE_HEIGHT * level), new_size >> (TILE_HEIGHT * level))
+
+
+def _level_tiles(level: int, old_n: int, new_n: int) -> Iterator[Tile]:
+    # old_n, new_n: the complete hashes at this level before and after.
+    if old_n == new_n:
+        return
+    for index in range(old_n >> TILE_HEIGHT, new_n >> TILE_HEIGHT):
+        yield Tile(level, index)
+    index = new_n >> TILE_HEIGHT
+    if width := new_n - (index << TILE_HEIGHT):
+        yield Tile(level, index, width)
+
+
 def new_bundles(old_size: int, new_size: int) -> list[Bundle]:
     """The entry bundles that must be written when a tree grows from old_size to new_size."""
-    return [Bundle(t.index, t.width) for t in new_tiles(old_size, new_size) if t.level == 0]
+    return [Bundle(t.index, t.width) for t in new_level_tiles(0, old_size, new_size)]
 
 
 # --- tile contents and node hashes -----------------------------------------------------------

@@ -90,6 +90,7 @@ from tlog.tiles import (
     Tile,
     TileHashReader,
     leaf_hashes,
+    new_level_tiles,
     parse_bundle,
     perfect_root,
     proven_prefix_from_tiles,
@@ -438,21 +439,6 @@ def _leaf_tile(bundle: Bundle, data: bytes) -> bytes:
     return b"".join(merkle.leaf_hash(e) for e in entries)
 
 
-def _new_level(level: int, old_size: int, new_size: int) -> Iterator[Tile]:
-    """The tiles of ``level`` that growing ``old_size`` -> ``new_size`` writes, by index, one at
-    a time (:func:`tlog.tiles.new_tiles` of one level, without the list: a log of 2^31
-    entries has 2^23 bundles)."""
-    old_n = old_size >> (TILE_HEIGHT * level)  # complete hashes at this level
-    new_n = new_size >> (TILE_HEIGHT * level)
-    if old_n == new_n:
-        return
-    for index in range(old_n >> TILE_HEIGHT, new_n >> TILE_HEIGHT):
-        yield Tile(level, index)
-    index = new_n >> TILE_HEIGHT
-    if width := new_n - (index << TILE_HEIGHT):
-        yield Tile(level, index, width)
-
-
 class _Levels:
     """The check above level 0, streamed: each new tile above level 0 holds the roots of the
     full tiles below it. The roots of the new full tiles of a level arrive in index order
@@ -564,7 +550,7 @@ def _check_entries(
         return (check_tiles or not bundle.is_full) and bundle.tile not in held
 
     def bundles() -> Iterator[Bundle]:
-        return (Bundle(t.index, t.width) for t in _new_level(0, start, new.size))
+        return (Bundle(t.index, t.width) for t in new_level_tiles(0, start, new.size))
 
     def paths() -> Iterator[tuple[str, int, bool]]:
         for bundle in bundles():

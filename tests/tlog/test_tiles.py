@@ -39,6 +39,7 @@ from tlog.tiles import (
     hash_from_tile,
     locate_node,
     new_bundles,
+    new_level_tiles,
     new_tiles,
     parse_bundle,
     parse_tile_index,
@@ -1013,3 +1014,13 @@ def test_tile_hash_reader_refuses_a_tile_of_the_wrong_length() -> None:
     reader = TileHashReader(300, lambda t: tiles[t][:-1])
     with pytest.raises(MalformedError, match="truncated or padded tile"):
         reader.root()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+def test_new_level_tiles_are_new_tiles_level_by_level(a: int, b: int) -> None:
+    old, new = min(a, b), max(a, b)
+    if new - old > 1 << 20:  # the list side must stay small: keep the top of the tree
+        old = new - (old % (1 << 20))
+    streamed = [t for level in range(MAX_LEVEL + 1) for t in new_level_tiles(level, old, new)]
+    assert streamed == new_tiles(old, new)  # level by level, by index, as new_tiles orders

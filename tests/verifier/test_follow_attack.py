@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tests.servers import ServerThread, static_app
 from tests.verifier.test_follow import ORIGIN, run
@@ -24,19 +22,16 @@ from tlog.checkpoint import Checkpoint
 from tlog.keys import SignerKey, generate_key
 from tlog.note import sign_note
 from tlog.tiles import (
-    MAX_LEVEL,
     TILE_HEIGHT,
     TILE_WIDTH,
     Bundle,
     Tile,
     format_bundle,
-    new_tiles,
     parse_bundle,
     parse_tile_path,
     tile_root,
     tiles_from_leaf_hashes,
 )
-from verifier.follow import _new_level
 
 
 class _Store:  # what run() reads of a store: its vkey
@@ -374,13 +369,3 @@ def test_verifying_every_entry_of_a_large_log_holds_no_tile_it_checked(
     assert code == 0, report
     assert report["facts"]["entries"] == size  # type: ignore[index]
     assert peak < 3 * 1024 * 1024, f"peak {peak:,} bytes"
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
-def test_the_streamed_tiles_of_a_level_are_new_tiles_of_that_level(a: int, b: int) -> None:
-    old, new = min(a, b), max(a, b)
-    if new - old > 1 << 20:  # the list side must stay small: keep the top of the tree
-        old = new - (old % (1 << 20))
-    streamed = [t for level in range(MAX_LEVEL + 1) for t in _new_level(level, old, new)]
-    assert streamed == new_tiles(old, new)  # level by level, by index, as new_tiles orders
