@@ -13,8 +13,10 @@ afterwards; when no server answers, the report says so and measures SQLite alone
     connection to the same schema, one-row INSERT then ``commit()``. Each pass measures, side
     by side and in this order: the floor; buffered events/s through
     :meth:`~store.inbox.core.Inbox.buffer_many` (``match=True``, the default: nobody waits, so
-    the match finds nothing) at batch sizes 1 and 100, each event getting its leaf in the
-    inbox log (its receipt) in the buffering transaction; matched claims/s in the *wait*
+    the match finds nothing) at batch sizes 1 and 100, each event getting its position in the
+    inbox log (its receipt) in the buffering transaction and its leaf and indexes in the
+    transaction of the buffer that completes its batch (``INDEX_BATCH``; a batch of 100
+    writes its own at once), timed with the buffers; matched claims/s in the *wait*
     direction (``wait()`` claiming an event buffered beforehand, untimed, on the event's own
     correlation key) and in the *broadcast* direction (``buffer(event)`` claiming itself for
     a wait registered beforehand, untimed, by ``subscribe``). Events and waits are built
@@ -103,6 +105,7 @@ from bench.store_bench import (
 )
 from store.inbox import Buffered, Claimed, make_wait
 from store.inbox.core import Inbox
+from store.inbox.schema import INDEX_AT_ONCE, INDEX_BATCH
 from store.sql import SQLStore, Tx
 from store.sqlcore import StoredHashReader
 from tlog import merkle
@@ -268,10 +271,12 @@ class PageFloor:
 
 
 class RowsFloor:
-    """SQLite only: the rows ``buffer`` writes for one event — the same tables and indexes,
-    the same values (:func:`backlog_rows`, the inbox log's stored hashes and its size), each
-    event in its own durable transaction that first reads the log's size and probes the
-    dedup key, as ``buffer`` does — written by bare sqlite3 with every row computed
+    """SQLite only: the rows ``buffer`` writes — the same tables and indexes, the same values
+    (:func:`backlog_rows`, the inbox log's stored hashes and its size), each event in its own
+    durable transaction that first reads the log's size, the highest position and the dedup
+    key, as ``buffer`` does; the event's row alone (pending), and in every
+    :data:`~store.inbox.schema.INDEX_BATCH`-th transaction the batch's match rows, hashes,
+    log size and ``indexed`` flags — written by bare sqlite3 with every row computed
     beforehand: what this schema costs the disk and SQLite, with none of the store's code.
     A separate store file (``rows.db``) of ``start`` events, as many as the store compared
     with (the first 1,000 through the API, the rest by :func:`bulk_extend`)."""
@@ -286,6 +291,8 @@ class RowsFloor:
             store.close()
         if start > self.backlog.size:  # as large as the store it is compared with
             bulk_extend(self.target, self.backlog, start)
+        self.indexed = self.backlog.size
+        self.matches: dict[int, list[tuple[Any, ...]]] = {}
         self.conn = self.target.dialect().connect()
 
     def rate(self, n: int) -> float:
@@ -295,19 +302,28 @@ class RowsFloor:
         received = [int(time.time())] * n
         leaves = self.backlog.add(events, received)
         rows = backlog_rows(events, lo, received)
-        matches: dict[int, list[tuple[Any, ...]]] = {}
+        matches = self.matches  # the pending events', from the calls before too
         for row in rows["inbox_match"]:
             matches.setdefault(row[4], []).append(row)
         tree = self.backlog.tree.hashes
-        per_event = []
+        Batch = tuple[list[tuple[Any, ...]], list[tuple[str, int, bytes]], int, int]
+        per_event: list[tuple[tuple[Any, ...], Batch | None]] = []
+        batch_lo = self.indexed
         for i, event_row in enumerate(rows["inbox_event"]):
-            first, end = merkle.stored_hash_count(lo + i), merkle.stored_hash_count(lo + i + 1)
+            p = lo + i
+            if p + 1 - batch_lo < INDEX_BATCH:
+                per_event.append((event_row, None))
+                continue
+            first, end = merkle.stored_hash_count(batch_lo), merkle.stored_hash_count(p + 1)
             hashes = [(INBOX_LOG, first + j, tree[first + j]) for j in range(end - first)]
-            per_event.append((event_row, matches[lo + i], hashes, lo + i + 1))
+            batch_matches = [m for q in range(batch_lo, p + 1) for m in matches.pop(q)]
+            per_event.append((event_row, (batch_matches, hashes, batch_lo, p + 1)))
+            batch_lo = p + 1
+        self.indexed = batch_lo
         del leaves
         event_sql = (
-            f"INSERT INTO inbox_event ({', '.join(EVENT_INSERT)})"
-            f" VALUES ({', '.join('?' * len(EVENT_INSERT))})"
+            f"INSERT INTO inbox_event ({', '.join(EVENT_INSERT)}, indexed)"
+            f" VALUES ({', '.join('?' * len(EVENT_INSERT))}, 0)"
         )
         match_sql = (
             f"INSERT INTO inbox_match ({', '.join(MATCH_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -315,17 +331,27 @@ class RowsFloor:
         conn = self.conn
         gc.collect()
         start = perf_counter()
-        for event_row, match_rows, hashes, size in per_event:
+        for event_row, due in per_event:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(
                 "SELECT size, (SELECT position FROM inbox_event WHERE tenant = ? AND source = ?"
-                " AND id = ?) FROM log_state WHERE tenant = ?",
-                (TENANT, event_row[1], event_row[2], INBOX_LOG),
+                " AND id = ?), (SELECT MAX(position) FROM inbox_event WHERE tenant = ?)"
+                " FROM log_state WHERE tenant = ?",
+                (TENANT, event_row[1], event_row[2], TENANT, INBOX_LOG),
             ).fetchone()
             conn.execute(event_sql, event_row)
-            conn.executemany(match_sql, match_rows)
-            conn.executemany("INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)", hashes)
-            conn.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (size, INBOX_LOG))
+            if due is not None:
+                match_rows, due_hashes, low, size = due
+                conn.executemany(match_sql, match_rows)
+                conn.executemany(
+                    "INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)", due_hashes
+                )
+                conn.execute("UPDATE log_state SET size = ? WHERE tenant = ?", (size, INBOX_LOG))
+                conn.execute(
+                    "UPDATE inbox_event SET indexed = 1 WHERE tenant = ? AND position >= ?"
+                    " AND position < ?",
+                    (TENANT, low, size),
+                )
             conn.execute("COMMIT")
         return n / (perf_counter() - start)
 
@@ -675,6 +701,7 @@ def build_via_api(inbox: Inbox, backlog: Backlog, end: int, batch: int) -> float
             if b.duplicate or b.position != p or b.matched is not None:
                 raise AssertionError(f"backlog event {p} was buffered as {b}")
         backlog.add(events, [b.received_at for b in got])
+    inbox.catch_up()  # the bulk loader goes on from an indexed log
     return perf_counter() - began
 
 
@@ -1042,7 +1069,9 @@ def _report_throughput(section: Section, c: Config, results: dict[str, Throughpu
         + f", {c.claims:,} claims in each direction; events of about "
         f"{len(bench_event('b1r0', 0).payload_bytes)}-byte payloads and 2 correlation keys; "
         f"buffer with match=True (the default; nobody waits, so the match finds nothing); every "
-        f"event gets its inbox-log leaf in its buffering transaction"
+        f"event gets its inbox-log position in its buffering transaction, its leaf and indexes "
+        f"with its batch's ({INDEX_BATCH} at batch 1; a batch of {INDEX_AT_ONCE} or more at "
+        f"once), timed"
     )
     sqlite = results.get("SQLite")
     share = median(sqlite.ratios["buffer1"]) if sqlite else 0.0

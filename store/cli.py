@@ -436,7 +436,10 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
     """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`)."""
-    return store.inbox.log if inbox else store
+    if not inbox:
+        return store
+    store.inbox.catch_up()  # its checkpoints cover every buffered event
+    return store.inbox.log
 
 
 def _cmd_publish(args: argparse.Namespace, *, inbox: bool = False) -> int:

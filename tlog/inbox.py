@@ -101,6 +101,7 @@ __all__ = [
     "make_event",
     "payload_hash",
     "receipt_entry",
+    "stored_leaf",
 ]
 
 ENTRY_VERSION = 1
@@ -459,6 +460,19 @@ def buffered_encodings(
             except UnicodeEncodeError:
                 pass  # a lone surrogate: refused below, as keys_json and encode refuse it
     return keys_json(event.keys), entry.leaf
+
+
+def stored_leaf(
+    source: str, id: str, kind: str, keys: str, payload_sha256: bytes, received_at: int
+) -> bytes:
+    """The leaf of the entry of an event as a store keeps it: ``keys`` is the text of
+    :func:`keys_json`'s bytes, which the entry's canonical spelling holds verbatim (so it is
+    not parsed again; the caller wrote it). :attr:`Entry.leaf` of the same event."""
+    entry = Entry(source, id, kind, (), payload_sha256, received_at)
+    entry._check_ranges()
+    text = _entry_text(entry, keys)
+    assert text is not None  # the fields' types are the caller's
+    return leaf_hash(text.encode("utf-8"))
 
 
 def parse_keys_json(raw: bytes) -> tuple[tuple[str, str], ...]:

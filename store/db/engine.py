@@ -23,6 +23,8 @@ placeholders and ``{type}`` names in its DDL, and never sees a driver:
  ``xact_lock``          a named lock held to the end of the transaction, shared or exclusive
                         (PostgreSQL advisory locks; nothing on SQLite, one writer at a time);
                         ``xact_locks`` takes several, in the given order, in one statement
+ ``indexed_by``         appended to a table name: read it through a named index (SQLite
+                        ``INDEXED BY``, whose planner has no statistics; nothing on PostgreSQL)
  ``analyze_sql``        the statement that refreshes the planner's statistics of some tables
                         (PostgreSQL ``ANALYZE``), or None where the planner keeps none
  ``joined``             run statements on a caller's own connection, inside the caller's
@@ -100,6 +102,13 @@ class Dialect(abc.ABC):
     clock_sql: ClassVar[str | None]
     types: ClassVar[dict[str, str]]
     """DDL substitutions: ``blob``, ``key``, ``bool``, ``serial``, ``compact``."""
+
+    def indexed_by(self, index: str) -> str:
+        """Appended to a table in a FROM clause: read it through ``index``, where the planner
+        needs telling (SQLite: ``INDEXED BY``, an error rather than a scan when the index
+        cannot serve the statement); nothing where statistics guide the planner."""
+        return ""
+
     driver_errors: ClassVar[tuple[type[Exception], ...]]
     """The driver's error classes: anything else raised inside a transaction is not the DB's."""
 

@@ -9,8 +9,10 @@ The rules (the module docstrings say how each is kept):
 
 * **Buffer** an event (:class:`tlog.inbox.Event`: source, id, kind, correlation keys, payload):
   deduplicated by the pair (source, id) — a duplicate is reported, changes nothing, and is
-  not an error. Each new event gets the next position of the inbox log, whose leaf commits to
-  its entry (:mod:`tlog.inbox`), in the buffering transaction.
+  not an error. Each new event gets the next position of the inbox log in the buffering
+  transaction; its leaf, which commits to its entry (:mod:`tlog.inbox`), is a function of the
+  stored row, written with its batch's and before any checkpoint, receipt, claim by key,
+  sweep or export reads the log (:mod:`store.inbox.schema`, "Indexed in batches").
 * **Wait**: a run's wait (run, effect key, kind, keys, case, step) is registered idempotently.
 * **Claims**, each one transaction: a wait looks for the oldest live event of its kind on any
   of its keys (oldest by position, which is arrival order); an arriving event looks for the

@@ -20,6 +20,7 @@ beside a waiting run. With the lock one of them commits first and the other sees
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,7 +28,14 @@ from store.api import Append
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
 from store.inbox.reads import MAX_LIMIT, InboxReads
-from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS, WAIT_COUNTER
+from store.inbox.schema import (
+    EVENT_COLUMNS,
+    INDEX_AT_ONCE,
+    INDEX_BATCH,
+    STORED,
+    WAIT_COLUMNS,
+    WAIT_COUNTER,
+)
 from store.inbox.values import (
     Buffered,
     Claimed,
@@ -49,6 +57,7 @@ from tlog.inbox import (
     delivery_data,
     keys_json,
     make_event,
+    stored_leaf,
 )
 from tlog.journal import Record, check_effect_key, check_run_id
 
@@ -84,6 +93,12 @@ def _check_label(value: object, what: str, limit: int) -> str:
     ):
         raise UsageError(f"{what} must be 1-{limit} characters without control characters")
     return value
+
+
+def _total(size: int, top: object) -> int:
+    """The number of events of an inbox log of stored ``size`` whose highest event position
+    is ``top`` (None: no event)."""
+    return size if top is None else max(size, stored_int(top, "event position") + 1)
 
 
 _STATISTICS_AT = (1_000, 10_000, 100_000)
@@ -135,6 +150,12 @@ class Inbox(InboxReads):
         if sql is not None:
             self._write(lambda tx: tx.execute(sql))
 
+    def _grown(self, old: int, new: int) -> None:
+        """The inbox holds ``new`` events, ``old`` before this transaction: statistics are due
+        after its commit when it passed one of :data:`_STATISTICS_AT` (a rollback: harmless)."""
+        if any(old < at <= new for at in _STATISTICS_AT):
+            self._statistics_due = True
+
     def _now(self, tx: Tx) -> int:
         return self._store._now(tx)
 
@@ -181,7 +202,7 @@ class Inbox(InboxReads):
             # so the primary key stays the arbiter: were one there after all, the
             # transaction would fail rather than leave a gap in the positions.
             one = (events[0].source, events[0].id) if len(events) == 1 else None
-            size, now, waited, stored = self._lock_log_waits(tx, kinds, one)
+            size, total, now, waited, stored = self._lock_log_waits(tx, kinds, one)
             if stored is None:
                 stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
             out: list[Buffered] = []
@@ -192,14 +213,18 @@ class Inbox(InboxReads):
                 if first is not None:
                     out.append(Buffered(e.source, e.id, first[0], first[1], True))
                     continue
-                position = size + len(fresh)
+                position = total + len(fresh)
                 stored[pair] = (position, now)
                 fresh.append((len(out), e, position, e.payload_sha256))
                 out.append(Buffered(e.source, e.id, position, now, False))
             if not fresh:
                 return out
-            self._insert_fresh(
-                tx, size, [(e, pos, digest) for _, e, pos, digest in fresh], now, due
+            end = total + len(fresh)
+            # A batch this large (or the one that makes a batch pending) writes its indexes
+            # now, its own from memory: only the events pending before it are read back.
+            now_too = end - size >= INDEX_BATCH or len(fresh) >= INDEX_AT_ONCE
+            forms = self._insert_fresh(
+                tx, [(e, pos, digest) for _, e, pos, digest in fresh], now, now_too
             )
             if waited:
                 for i, e, pos, digest in fresh:
@@ -212,27 +237,33 @@ class Inbox(InboxReads):
                     w = self._match_event(tx, ev, now)
                     if w is not None:
                         out[i] = Buffered(e.source, e.id, pos, now, False, w)
+            self._grown(total, end)
+            if now_too:  # after the matches: an event claimed already gets no match rows
+                own = [
+                    (leaf, () if out[i].matched else e.keys, e)
+                    for (i, e, _, _), (_, leaf) in zip(fresh, forms, strict=True)
+                ]
+                self._index_pending(tx, size, total, due, own)
             return out
 
         return self._write_appending(work)
 
     def _insert_fresh(
-        self,
-        tx: Tx,
-        size: int,
-        fresh: list[tuple[Event, int, bytes]],
-        now: int,
-        due: list[tuple[int, list[bytes]]],
-    ) -> None:
-        """Write the new events ``fresh`` ((event, position, payload digest), positions from
-        ``size`` on, received at ``now``): their rows, their inbox-log leaves
-        (:meth:`_append_leaves`) and their correlation keys."""
+        self, tx: Tx, fresh: list[tuple[Event, int, bytes]], now: int, indexed: bool
+    ) -> list[tuple[bytes, bytes]]:
+        """Write the rows of the new events ``fresh`` ((event, position, payload digest),
+        received at ``now``): pending, unless ``indexed`` (the caller writes their indexes in
+        this transaction). Returns their (keys, leaf) (:func:`tlog.inbox.buffered_encodings`);
+        the leaves only when ``indexed``."""
         tenant = self._tenant
-        forms = [buffered_encodings(e, digest, now) for e, _, digest in fresh]
+        forms = [
+            buffered_encodings(e, digest, now) if indexed else (keys_json(e.keys), b"")
+            for e, _, digest in fresh
+        ]
         tx.executemany(
             "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
-            " payload_hash, received_at, held, dead)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " payload_hash, received_at, held, dead, indexed)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     tenant,
@@ -246,20 +277,127 @@ class Inbox(InboxReads):
                     now,
                     False,
                     False,
+                    indexed,
                 )
                 for (e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
             ],
         )
-        self._append_leaves(tx, size, [leaf for _, leaf in forms], due)
+        return forms
+
+    # --- the batched indexes (store.inbox.schema: "Indexed in batches") ---------------------
+
+    def catch_up(self) -> int:
+        """Write the indexes of the pending events now (the inbox log's leaves, the match
+        rows, the live index); how many events were pending. A read, and no write, when none
+        is (a store that never used its inbox stays without its tables)."""
+
+        def pending(tx: Tx) -> int:
+            size, total = self._sizes(tx)
+            return total - size
+
+        if not self._read(pending, 0):
+            return 0
+
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> int:
+            size = self._log._lock_log(tx)
+            return self._index_rest(tx, size, due) - size
+
+        return self._write_appending(work)
+
+    def _sizes(self, tx: Tx) -> tuple[int, int]:
+        """(the inbox log's stored size, the number of events), unlocked: on PostgreSQL a
+        buffer may commit more events right after."""
+        row = tx.one(
+            "SELECT (SELECT size FROM log_state WHERE tenant = ?),"
+            " (SELECT MAX(position) FROM inbox_event WHERE tenant = ?)",
+            (self._log.tenant, self._tenant),
+        )
+        assert row is not None
+        size = 0 if row[0] is None else stored_int(row[0], "log size")
+        return size, _total(size, row[1])
+
+    def _caught_up(self, tx: Tx, due: list[tuple[int, list[bytes]]]) -> None:
+        """Index the pending events, if any, in ``tx``: before a read of the match or live
+        index. Locks the inbox log's row only when some are pending."""
+        size, total = self._sizes(tx)
+        if total > size:
+            self._index_rest(tx, self._log._lock_log(tx), due)
+
+    def _index_rest(self, tx: Tx, size: int, due: list[tuple[int, list[bytes]]]) -> int:
+        """Index every pending event of the inbox log of stored ``size`` (its row locked in
+        ``tx``); return the log's size, now its number of events."""
+        row = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (self._tenant,))
+        total = _total(size, None if row is None else row[0])
+        if total > size:
+            self._index_pending(tx, size, total, due)
+        return total
+
+    def _index_pending(
+        self,
+        tx: Tx,
+        size: int,
+        end: int,
+        due: list[tuple[int, list[bytes]]],
+        own: Sequence[tuple[bytes, Sequence[tuple[str, str]], Event]] = (),
+    ) -> None:
+        """Index the pending events at positions ``size`` to ``end`` (the inbox log of stored
+        ``size``, its row locked in ``tx``): their leaves, the match rows of those still live,
+        their live-index entries; then the events ``own`` after them, which the caller
+        inserted indexed: (leaf, keys to match (none: claimed), event) each. The pending
+        events' state cannot change meanwhile: one is claimed or dead-lettered only under that
+        lock (by the broadcast path of the buffer that stores it, or after this)."""
+        tenant = self._tenant
+        rows = tx.all(
+            "SELECT source, id, position, kind, keys, payload_hash, received_at,"
+            " claimed_by IS NULL AND NOT dead FROM inbox_event"
+            " WHERE tenant = ? AND position >= ? AND position < ? ORDER BY position",
+            (tenant, size, end),
+        )
+        leaves: list[bytes] = []
+        matches: list[tuple[object, ...]] = []
+        for i, (source, id_, pos, kind, keys, digest, at, live) in enumerate(rows):
+            if stored_int(pos, "event position") != size + i:
+                break
+            # The stored row as written by buffer: its keys' text is the entry's verbatim.
+            try:
+                text = STORED.blob(keys, "event keys").decode("utf-8")
+                leaves.append(
+                    stored_leaf(
+                        STORED.text(source, "event source"),
+                        STORED.text(id_, "event id"),
+                        STORED.text(kind, "event kind"),
+                        text,
+                        STORED.blob(digest, "payload hash"),
+                        stored_int(at, "received_at"),
+                    )
+                )
+                if live:
+                    matches.extend(
+                        (tenant, kind, ns, v, pos, source, id_) for ns, v in json.loads(text)
+                    )
+            except (MalformedError, ValueError, TypeError) as e:
+                raise CorruptError(f"event {source}/{id_}: stored {e}") from None
+        if len(leaves) != end - size:
+            raise CorruptError(
+                f"the inbox holds no event at position {size + len(leaves)}, below {end}"
+            )
+        for pos, (leaf, keys, event) in enumerate(own, end):
+            leaves.append(leaf)
+            matches.extend(
+                (tenant, event.kind, ns, v, pos, event.source, event.id) for ns, v in keys
+            )
+        self._append_leaves(tx, size, leaves, due)
         tx.executemany(
             "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (tenant, e.kind, ns, v, pos, e.source, e.id)
-                for e, pos, _ in fresh
-                for ns, v in e.keys
-            ],
+            matches,
         )
+        if end > size:
+            tx.execute(
+                "UPDATE inbox_event SET indexed = ? WHERE tenant = ? AND position >= ?"
+                " AND position < ?",
+                (True, tenant, size, end),
+            )
 
     def _stored_positions(
         self, tx: Tx, pairs: set[tuple[str, str]]
@@ -287,16 +425,19 @@ class Inbox(InboxReads):
 
     def _lock_log_waits(
         self, tx: Tx, kinds: Sequence[str], pair: tuple[str, str] | None
-    ) -> tuple[int, int, set[str], dict[tuple[str, str], tuple[int, int]] | None]:
-        """Lock the inbox log's row (created when missing), in one statement: (its size, the
-        store clock's time, the kinds of ``kinds`` somebody waits for, and — only where the
-        engine serialises writers (no row locks: SQLite), for a batch of the one event
-        (source, id) ``pair`` — :meth:`_stored_positions` of that pair; None otherwise).
+    ) -> tuple[int, int, int, set[str], dict[tuple[str, str], tuple[int, int]] | None]:
+        """Lock the inbox log's row (created when missing), in one statement: (its stored
+        size, the number of events (the pending ones too), the store clock's time, the kinds
+        of ``kinds`` somebody waits for, and — only where the engine serialises writers (no
+        row locks: SQLite), for a batch of the one event (source, id) ``pair`` —
+        :meth:`_stored_positions` of that pair; None otherwise).
 
         Only there: on PostgreSQL a statement that waited for the row lock reads with the
         snapshot it started with, which may miss an event the previous holder committed, so
-        the batch's duplicates are looked up by a statement of their own after the lock."""
-        if tx.dialect.lock_suffix:
+        the number of events and the batch's duplicates are looked up by statements of their
+        own after the lock."""
+        serialised = not tx.dialect.lock_suffix
+        if not serialised:
             pair = None
         expr, now_params = self._store._now_sql()
         shape = (expr, len(kinds), pair is not None)
@@ -317,6 +458,8 @@ class Inbox(InboxReads):
                 " AND id = ?), (SELECT received_at FROM inbox_event WHERE tenant = ?"
                 " AND source = ? AND id = ?)"
             )
+            if serialised:
+                stored += ", (SELECT MAX(position) FROM inbox_event WHERE tenant = ?)"
             sql = self._lock_sql[shape] = (
                 f"SELECT size, {expr}{waits}{stored} FROM log_state"  # noqa: S608 - fixed text
                 f" WHERE tenant = ?{tx.dialect.lock_suffix}"
@@ -326,6 +469,7 @@ class Inbox(InboxReads):
             *now_params,
             *(p for k in kinds for p in (self._tenant, k)),
             *(() if pair is None else (self._tenant, *pair) * 2),
+            *((self._tenant,) if serialised else ()),
             log,
         )
         row = tx.one(sql, params)
@@ -341,13 +485,19 @@ class Inbox(InboxReads):
         waited = {k for k, w in zip(kinds, row[2:n], strict=True) if w}
         found = None
         if pair is not None:
-            position, at = row[n:]
+            position, at = row[n : n + 2]
             found = (
                 {}
                 if position is None
                 else {pair: (stored_int(position, "event position"), stored_int(at, "received_at"))}
             )
-        return stored_int(row[0], "log size"), stored_int(row[1], "clock"), waited, found
+        size = stored_int(row[0], "log size")
+        if serialised:
+            top = row[-1]
+        else:
+            got = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (self._tenant,))
+            top = None if got is None else got[0]
+        return size, _total(size, top), stored_int(row[1], "clock"), waited, found
 
     def _append_leaves(
         self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]
@@ -355,8 +505,6 @@ class Inbox(InboxReads):
         """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked),
         and put the tree's new right edge in ``due``, for :meth:`_write_appending` to remember
         once the transaction committed."""
-        if any(size < at <= size + len(leaves) for at in _STATISTICS_AT):
-            self._statistics_due = True  # for after the commit (a rollback: harmless)
         start = merkle.stored_hash_count(size)
         hashes, edge = self._edge.append(size, leaves, self._log._reader(tx))
         due[:] = [edge]
@@ -479,11 +627,12 @@ class Inbox(InboxReads):
         None when there is no such event (the buffer is not watched: see :meth:`wait`)."""
         wait = _checked_wait(wait)
 
-        def work(tx: Tx) -> Claimed | None:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
+            self._caught_up(tx, due)
             return self._claim_for(tx, wait, self._now(tx))
 
-        return self._write(work)
+        return self._write_appending(work)
 
     def wait(self, wait: Wait) -> Claimed | None:
         """:meth:`claim`, and when nothing is claimable :meth:`subscribe`, in one transaction:
@@ -491,20 +640,22 @@ class Inbox(InboxReads):
         registered (an arriving event will claim itself for it)."""
         wait = _checked_wait(wait)
 
-        def work(tx: Tx) -> Claimed | None:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
+            self._caught_up(tx, due)
             got = self._claim_for(tx, wait, self._now(tx))
             if got is None:
                 self._register(tx, wait)
             return got
 
-        return self._write(work)
+        return self._write_appending(work)
 
     def _claim_for(self, tx: Tx, wait: Wait, now: int) -> Claimed | None:
         tenant = self._tenant
         wanted = set(wait.keys)
         for held_row in tx.all(
             f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
+            f"{tx.dialect.indexed_by('inbox_event_held')}"
             " WHERE tenant = ? AND claimed_by = ? AND held AND kind = ? ORDER BY position",
             (tenant, wait.run, wait.kind),
         ):
@@ -584,7 +735,7 @@ class Inbox(InboxReads):
                     return Targeted("matched", chosen, existing.position)
                 return Targeted("duplicate")
             now = self._now(tx)
-            size = self._log._lock_log(tx)
+            size = self._index_rest(tx, self._log._lock_log(tx), due)
             tx.execute(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
                 " payload_hash, received_at, claimed_by, claimed_at, held, dead, claimed_for)"
@@ -607,6 +758,7 @@ class Inbox(InboxReads):
                 ),
             )
             self._append_leaves(tx, size, [Entry.of(event, now).leaf], due)
+            self._grown(size, size + 1)
             return Targeted("matched", chosen, size)
 
         return self._write_appending(work)
@@ -678,8 +830,8 @@ class Inbox(InboxReads):
                 (self._tenant, run, *params),
             )
             shed = tx.execute(
-                "UPDATE inbox_event SET payload = NULL, held = ?"
-                " WHERE tenant = ? AND claimed_by = ? AND held",
+                f"UPDATE inbox_event{tx.dialect.indexed_by('inbox_event_held')}"  # noqa: S608
+                " SET payload = NULL, held = ? WHERE tenant = ? AND claimed_by = ? AND held",
                 (False, self._tenant, run),
             )
             return waits, shed
@@ -711,11 +863,13 @@ class Inbox(InboxReads):
         _check_label(reason, "a dead-letter reason", MAX_REASON)
         tenant = self._tenant
 
-        def work(tx: Tx) -> int:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> int:
+            self._caught_up(tx, due)
             now = self._now(tx)
             rows = tx.all(
                 f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND received_at <= ?"  # noqa: S608
-                " AND claimed_by IS NULL AND NOT dead ORDER BY received_at, position LIMIT ?",
+                " AND indexed AND claimed_by IS NULL AND NOT dead"
+                " ORDER BY received_at, position LIMIT ?",
                 (tenant, older_than, SWEEP_CHUNK),
             )
             n = 0
@@ -736,7 +890,7 @@ class Inbox(InboxReads):
 
         total = 0
         while True:
-            n = self._write(work)
+            n = self._write_appending(work)
             if n < 0:
                 return total + (-n - 1)
             total += n

@@ -63,8 +63,15 @@ class InboxReads:
     def log(self) -> SQLStore:
         """The inbox log as a store handle: its ``checkpoint``, ``sign_checkpoint``,
         ``published``, ``add_cosignatures``, ``consistency_proof`` and ``log_vkey`` are the
-        inbox log's (the rest of the handle's methods are not for use)."""
+        inbox log's (the rest of the handle's methods are not for use). It holds the indexed
+        events: call :meth:`catch_up` first for the pending ones too (this class's own
+        ``checkpoint``, ``sign_checkpoint`` and ``receipt`` do)."""
         return self._log
+
+    def catch_up(self) -> int:
+        """Index the pending events (:class:`store.inbox.core.Inbox` writes it); how many
+        there were."""
+        raise NotImplementedError
 
     def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
         if not self._ready:
@@ -119,7 +126,8 @@ class InboxReads:
 
         def work(tx: Tx) -> list[StoredEvent]:
             rows = tx.all(
-                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND dead{cond}"  # noqa: S608
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
+                f"{tx.dialect.indexed_by('inbox_event_dead')} WHERE tenant = ? AND dead{cond}"
                 " ORDER BY position DESC LIMIT ?",
                 (self._tenant, *params, limit),
             )
@@ -150,7 +158,8 @@ class InboxReads:
 
         def work(tx: Tx) -> list[StoredEvent]:
             rows = tx.all(
-                f"SELECT {EVENT_COLUMNS} FROM inbox_event WHERE tenant = ? AND claimed_by = ?"  # noqa: S608
+                f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
+                f"{tx.dialect.indexed_by('inbox_event_held')} WHERE tenant = ? AND claimed_by = ?"
                 " AND held ORDER BY position",
                 (self._tenant, run),
             )
@@ -188,10 +197,11 @@ class InboxReads:
             )
             assert row is not None
             waits = tx.one("SELECT COUNT(DISTINCT number) FROM inbox_wait WHERE tenant = ?", (t,))
-            size = self._log._log_size(tx)
+            top = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (t,))
+            size = 0 if top is None or top[0] is None else int(top[0]) + 1
             vals = [int(v or 0) for v in row]
             if vals[0] != size:
-                raise CorruptError(f"the inbox log holds {size} events, the table {vals[0]}")
+                raise CorruptError(f"the inbox holds {vals[0]} events at {size} positions")
             return InboxCounts(
                 size, vals[1], vals[2], vals[3], vals[4], int(waits[0] if waits else 0)
             )
@@ -201,11 +211,15 @@ class InboxReads:
     # --- the inbox log and receipts -----------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint:
-        """The inbox log's current (unsigned) checkpoint."""
+        """The inbox log's current (unsigned) checkpoint, over every buffered event (the
+        pending ones are indexed first: :meth:`catch_up`)."""
+        self.catch_up()
         return self._log.checkpoint()
 
     def sign_checkpoint(self) -> bytes:
-        """Sign and keep the inbox log's current checkpoint (the log key is needed)."""
+        """Sign and keep the inbox log's current checkpoint, over every buffered event (the
+        log key is needed)."""
+        self.catch_up()
         return self._log.sign_checkpoint()
 
     def receipt(
@@ -218,6 +232,7 @@ class InboxReads:
         ev = self.get(source, id)
         if ev is None:
             raise UsageError(f"no event {source}/{id} is buffered")
+        self.catch_up()
         kept = self._log.published()
         note = None
         if kept:

@@ -56,6 +56,7 @@ def read_inbox(
     for each event by position (those below ``size``) and ``wait`` for each wait by number.
     A store whose inbox schema does not exist calls ``start(0, 0, 0)`` alone. Memory: a page."""
     tenant = inbox.tenant
+    inbox.catch_up()  # the export holds the log over every event
 
     def work(tx: Tx) -> bool:
         size = inbox.log._log_size(tx)
@@ -105,7 +106,7 @@ def restore_events(inbox: Inbox, events: Sequence[StoredEvent]) -> int:
     log = inbox.log
 
     def work(tx: Tx) -> int:
-        size = log._lock_log(tx)
+        size = inbox._index_rest(tx, log._lock_log(tx), [])
         rows = []
         for i, ev in enumerate(events):
             if ev.position != size + i:
@@ -128,6 +129,7 @@ def restore_events(inbox: Inbox, events: Sequence[StoredEvent]) -> int:
         )
         # The edge is not remembered (due is dropped): the restore commits later, or not.
         inbox._append_leaves(tx, size, [ev.entry.leaf for ev in events], [])
+        inbox._grown(size, size + len(events))
         tx.executemany(
             "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",

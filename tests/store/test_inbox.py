@@ -46,10 +46,11 @@ from hypothesis import strategies as st
 
 from store.api import Append, JournalStore
 from store.db import Tx
-from store.errors import FencedError
+from store.errors import CorruptError, FencedError
 from store.inbox import Claimed, StoredEvent, Wait, make_wait, wait_from_json
 from store.inbox import core as inbox_core
 from store.inbox.core import MAX_LIMIT, Inbox
+from store.inbox.schema import INDEX_AT_ONCE
 from store.sql import SQLStore
 from store.sqlcore import TreeEdge
 from tests.store.helpers import T0, BackendLike, FakeClock, StoreFactory
@@ -76,6 +77,15 @@ ORDER_A = [["order", "A"]]
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(autouse=True, params=["batched", "by-2"])
+def index_batch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule holds whichever events are still pending: with the store's batch (the
+    tests' events are all pending until a claim, a sweep or a checkpoint indexes them) and
+    with a batch of 2 (every other buffer indexes)."""
+    if request.param == "by-2":
+        monkeypatch.setattr(inbox_core, "INDEX_BATCH", 2)
 
 
 @pytest.fixture
@@ -775,6 +785,7 @@ def _explain(backend: BackendLike, sql: str, params: Sequence[Any]) -> str:
     with psycopg.connect(backend.postgres, autocommit=True) as conn:
         conn.execute("ANALYZE inbox_event, inbox_match, inbox_wait")
         conn.execute("SET enable_seqscan = off")  # a small table: take an index when usable
+        conn.execute("SET enable_bitmapscan = off")  # and walk it in order, as at scale
         rows = conn.execute(("EXPLAIN " + sql).replace("?", "%s"), tuple(params)).fetchall()
     return "\n".join(str(r[0]) for r in rows)
 
@@ -813,18 +824,26 @@ def test_sweep_and_claims_walk_their_indexes(
     assert ib.buffer(ev("new", [["order", "zzz"]])).matched is not None  # the event path
     clock.advance(1)
     assert ib.sweep(T0) == 19
+    assert len(ib.dead_letters(5)) == 5
+    assert [e.id for e in ib.held("run-1")] == ["1"]
     monkeypatch.undo()
 
     plans = {
         "sweep": _explain(backend, *recorded.find("FROM inbox_event", "received_at <=")),
         "claim": _explain(backend, *recorded.find("FROM inbox_match", "ORDER BY position")),
         "waiter": _explain(backend, *recorded.find("FROM inbox_wait", "ORDER BY number")),
+        "dead": _explain(backend, *recorded.find("FROM inbox_event", "AND dead")),
+        "held": _explain(backend, *recorded.find("FROM inbox_event", "claimed_by = ?")),
+        "reclaim": _explain(backend, *recorded.find("FROM inbox_event", "held AND kind")),
     }
     if backend.db is not None:
         expect = {
             "sweep": "inbox_event USING INDEX inbox_event_live",
             "claim": "SEARCH inbox_match USING",
             "waiter": "INDEX inbox_wait_match (tenant=? AND kind=? AND namespace=? AND value=?)",
+            "dead": "USING INDEX inbox_event_dead (tenant=?)",
+            "held": "USING INDEX inbox_event_held (tenant=? AND claimed_by=?)",
+            "reclaim": "USING INDEX inbox_event_held (tenant=? AND claimed_by=?)",
         }
         scans = ("SCAN inbox_", "USE TEMP B-TREE")
     else:
@@ -832,6 +851,9 @@ def test_sweep_and_claims_walk_their_indexes(
             "sweep": "using inbox_event_live",
             "claim": "using inbox_match_pk",
             "waiter": "using inbox_wait_match",
+            "dead": "using inbox_event_dead",
+            "held": "using inbox_event_held",
+            "reclaim": "using inbox_event_held",
         }
         scans = ("Seq Scan", "Sort")
     for name, plan in plans.items():
@@ -1264,7 +1286,8 @@ def test_an_append_rolled_back_is_not_remembered_and_other_writers_are_seen(
 ) -> None:
     """The edge an append computes is remembered only after its commit, and a handle whose
     remembered edge went stale (another handle appended) reads the edge again: every root
-    stays the root of the entries in order."""
+    stays the root of the entries in order (every buffer indexes its event at once here)."""
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 1)
     a, b = inbox_of(stores.open()), inbox_of(stores.open())
     tree = merkle.MemoryHashStore()
 
@@ -1360,3 +1383,132 @@ def test_a_batchs_key_locks_are_taken_in_one_statement_and_held(pg_schema: Any) 
         cur.execute("COMMIT")
     finally:
         conn.close()
+
+
+# =============================================================================================
+# The batched indexes (store.inbox.schema: "Indexed in batches")
+# =============================================================================================
+
+
+def _stored_log_size(ib: Inbox) -> int:
+    return ib._store._read(ib.log._log_size)
+
+
+def test_a_buffer_writes_its_indexes_once_a_batch_is_pending(
+    ib: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pending events are the events after the stored log; the buffer that makes
+    INDEX_BATCH of them pending indexes them all, in its own transaction."""
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 4)
+    for i in range(3):
+        ib.buffer(ev(str(i)))
+    assert _stored_log_size(ib) == 0
+    assert ib.counts().size == 3 and ib.counts().live == 3
+    ib.buffer(ev("3"))
+    assert _stored_log_size(ib) == 4
+    ib.buffer(ev("4"))
+    assert _stored_log_size(ib) == 4
+    assert ib.catch_up() == 1 and ib.catch_up() == 0
+    assert _stored_log_size(ib) == 5
+
+
+def test_pending_events_are_in_every_checkpoint_receipt_claim_and_sweep(
+    ib: Inbox, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 100)
+    events = [ev(str(i), [["order", str(i)]], payload={"i": i}) for i in range(6)]
+    for e in events:
+        ib.buffer(e)
+        clock.advance(1)
+    assert _stored_log_size(ib) == 0  # all pending (the store's batch is larger)
+    # a receipt of a pending event: signed over every event, verified offline
+    verify_receipt(ib, ib.receipt("bank", "4"), events[4])
+    assert _stored_log_size(ib) == 6 and ib.checkpoint().size == 6
+    ib.buffer(events[0])  # a duplicate of an indexed event: nothing pending
+    assert ib.buffer(ev("6", [["order", "6"]])).position == 6
+    assert ib.checkpoint().size == 7
+    ib.buffer(ev("7", [["order", "7"]]))
+    got = ib.claim(wt("run-1", [["order", "7"]]))  # by key: the claim indexes it first
+    assert got is not None and got.event.id == "7"
+    ib.buffer(ev("8", [["order", "8"]]))
+    assert ib.sweep(clock.now) == 8  # 0-6, and the pending 8; 7 is claimed
+    assert [e.id for e in ib.dead_letters(10)] == ["8", "6", "5", "4", "3", "2", "1", "0"]
+    c = ib.counts()
+    assert (c.size, c.live, c.claimed, c.dead) == (9, 0, 1, 8)
+
+
+def test_a_delivery_and_a_restore_index_the_pending_events_before_their_own(
+    ib: Inbox,
+) -> None:
+    ib.buffer(ev("1", [["order", "1"]]))
+    ib.subscribe(wt("run-1", [["order", "2"]]))
+    assert ib.deliver("run-1", ev("2", [["order", "2"]])).position == 1
+    assert _stored_log_size(ib) == 2  # the delivered event's leaf follows the pending one's
+    tree = merkle.MemoryHashStore()
+    for e in ib.events():
+        tree.append(e.entry.leaf)
+    assert ib.checkpoint().root == tree.root(2)
+
+
+def test_a_version_1_inbox_is_upgraded_on_first_use(stores: StoreFactory) -> None:
+    """A store whose inbox was made by version 1 (no ``indexed``; a live index without it)
+    is upgraded in place: its events are indexed, and everything works on."""
+    store = stores.open()
+    box = inbox_of(store)
+    box.buffer(ev("1", [["order", "1"]]))
+    box.buffer(ev("2", [["order", "2"]]))
+    box.catch_up()
+    sql = cast(SQLStore, store)
+
+    def downgrade(tx: Tx) -> None:
+        tx.execute("DROP INDEX inbox_event_live")
+        tx.execute("ALTER TABLE inbox_event DROP COLUMN indexed")
+        tx.execute(
+            "CREATE INDEX inbox_event_live ON inbox_event (tenant, received_at, position)"
+            " WHERE claimed_by IS NULL AND NOT dead"
+        )
+        tx.execute("UPDATE inbox_meta SET schema_version = 1")
+
+    sql._write(downgrade)
+    again = inbox_of(stores.open())
+    assert again.buffer(ev("3", [["order", "3"]])).position == 2
+    got = again.claim(wt("run-1", [["order", "1"]]))
+    assert got is not None and got.event.id == "1"
+    assert again.sweep(2**40) == 2
+    assert again.checkpoint().size == 3
+    assert sql._read(lambda tx: tx.one("SELECT schema_version FROM inbox_meta")) == (2,)
+
+
+def test_a_gap_below_the_pending_events_is_corruption(
+    ib: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 100)
+    for i in range(3):
+        ib.buffer(ev(str(i)))
+    ib._store._write(
+        lambda tx: tx.execute(
+            "DELETE FROM inbox_event WHERE tenant = ? AND id = ?", (ib.tenant, "1")
+        )
+    )
+    with pytest.raises(CorruptError, match="no event at position 1"):
+        ib.checkpoint()
+
+
+def test_a_large_batch_indexes_itself_and_the_pending_before_it(
+    ib: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 100)
+    ib.buffer(ev("early", [["order", "x"]]))
+    ib.subscribe(wt("run-9", [["order", "b7"]]))
+    batch = [ev(f"b{i}", [["order", f"b{i}"]]) for i in range(INDEX_AT_ONCE)]
+    got = ib.buffer_many(batch)
+    assert got[7].matched is not None  # claimed in the batch: it gets no match rows
+    assert _stored_log_size(ib) == 1 + len(batch)  # no read back, nothing left pending
+    tree = merkle.MemoryHashStore()
+    for e in ib.events():
+        tree.append(e.entry.leaf)
+    assert ib.checkpoint().root == tree.root(1 + len(batch))
+    claimed = ib.claim(wt("run-1", [["order", "x"]]))
+    assert claimed is not None and claimed.event.id == "early"
+    assert ib.claim(wt("run-2", [["order", "b7"]])) is None
+    assert ib.sweep(2**40) == len(batch) - 1

@@ -48,6 +48,7 @@ from tlog.inbox import (
     parse_keys_json,
     payload_hash,
     receipt_entry,
+    stored_leaf,
 )
 from tlog.journal import MAX_SAFE_INT, canonical_json
 from tlog.merkle import leaf_hash
@@ -104,6 +105,14 @@ def test_every_entry_round_trips_byte_for_byte(entry: Entry) -> None:
     assert Entry.parse(raw).encode() == raw
     assert entry.leaf == leaf_hash(raw) == entry_leaf(raw)
     assert receipt_entry(raw) == entry
+    # the store's catch-up: the leaf from the row as stored, its keys' text taken verbatim
+    stored = keys_json(entry.keys).decode("utf-8")
+    assert (
+        stored_leaf(
+            entry.source, entry.id, entry.kind, stored, entry.payload_sha256, entry.received_at
+        )
+        == entry.leaf
+    )
 
 
 # Any text at all, control characters, quotes, backslashes and lone surrogates included: the
