@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from store.api import Append
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
-from store.inbox.reads import MAX_LIMIT, InboxReads
+from store.inbox.reads import MAX_LIMIT, TOP_POSITION, InboxReads, events_past
 from store.inbox.schema import (
     EVENT_COLUMNS,
     INDEX_AT_ONCE,
@@ -93,12 +93,6 @@ def _check_label(value: object, what: str, limit: int) -> str:
     ):
         raise UsageError(f"{what} must be 1-{limit} characters without control characters")
     return value
-
-
-def _total(size: int, top: object) -> int:
-    """The number of events of an inbox log of stored ``size`` whose highest event position
-    is ``top`` (None: no event)."""
-    return size if top is None else max(size, stored_int(top, "event position") + 1)
 
 
 _STATISTICS_AT = (1_000, 10_000, 100_000)
@@ -308,13 +302,12 @@ class Inbox(InboxReads):
         """(the inbox log's stored size, the number of events), unlocked: on PostgreSQL a
         buffer may commit more events right after."""
         row = tx.one(
-            "SELECT (SELECT size FROM log_state WHERE tenant = ?),"
-            " (SELECT MAX(position) FROM inbox_event WHERE tenant = ?)",
+            f"SELECT (SELECT size FROM log_state WHERE tenant = ?), ({TOP_POSITION})",  # noqa: S608 - fixed text
             (self._log.tenant, self._tenant),
         )
         assert row is not None
         size = 0 if row[0] is None else stored_int(row[0], "log size")
-        return size, _total(size, row[1])
+        return size, events_past(size, row[1])
 
     def _caught_up(self, tx: Tx, due: list[tuple[int, list[bytes]]]) -> None:
         """Index the pending events, if any, in ``tx``: before a read of the match or live
@@ -326,8 +319,7 @@ class Inbox(InboxReads):
     def _index_rest(self, tx: Tx, size: int, due: list[tuple[int, list[bytes]]]) -> int:
         """Index every pending event of the inbox log of stored ``size`` (its row locked in
         ``tx``); return the log's size, now its number of events."""
-        row = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (self._tenant,))
-        total = _total(size, None if row is None else row[0])
+        total = self._event_total(tx, size)
         if total > size:
             self._index_pending(tx, size, total, due)
         return total
@@ -459,7 +451,7 @@ class Inbox(InboxReads):
                 " AND source = ? AND id = ?)"
             )
             if serialised:
-                stored += ", (SELECT MAX(position) FROM inbox_event WHERE tenant = ?)"
+                stored += f", ({TOP_POSITION})"
             sql = self._lock_sql[shape] = (
                 f"SELECT size, {expr}{waits}{stored} FROM log_state"  # noqa: S608 - fixed text
                 f" WHERE tenant = ?{tx.dialect.lock_suffix}"
@@ -492,12 +484,8 @@ class Inbox(InboxReads):
                 else {pair: (stored_int(position, "event position"), stored_int(at, "received_at"))}
             )
         size = stored_int(row[0], "log size")
-        if serialised:
-            top = row[-1]
-        else:
-            got = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (self._tenant,))
-            top = None if got is None else got[0]
-        return size, _total(size, top), stored_int(row[1], "clock"), waited, found
+        total = events_past(size, row[-1]) if serialised else self._event_total(tx, size)
+        return size, total, stored_int(row[1], "clock"), waited, found
 
     def _append_leaves(
         self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]

@@ -15,6 +15,7 @@ from store.errors import CorruptError
 from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS
 from store.inbox.values import InboxCounts, StoredEvent, Wait, stored_event, stored_waits
+from store.schema import stored_int
 from tlog import merkle
 from tlog.checkpoint import Checkpoint
 from tlog.errors import UsageError
@@ -29,6 +30,16 @@ T = TypeVar("T")
 
 MAX_LIMIT = 10_000
 """Largest page of a listing."""
+
+
+TOP_POSITION = "SELECT MAX(position) FROM inbox_event WHERE tenant = ?"
+"""The tenant's highest event position: the last entry of a key's range, never a count."""
+
+
+def events_past(size: int, top: object) -> int:
+    """The number of events of an inbox log of stored ``size`` whose highest event position
+    is ``top`` (None: no event): the pending ones are the positions from ``size`` on."""
+    return size if top is None else max(size, stored_int(top, "event position") + 1)
 
 
 def _limit(limit: int) -> int:
@@ -92,6 +103,11 @@ class InboxReads:
         self._ready = True
 
     # --- reading rows --------------------------------------------------------------------------
+
+    def _event_total(self, tx: Tx, size: int = 0) -> int:
+        """The number of events (:func:`events_past` of the inbox log's stored ``size``)."""
+        row = tx.one(TOP_POSITION, (self._tenant,))
+        return events_past(size, None if row is None else row[0])
 
     def _event(self, tx: Tx, source: str, id_: str, lock: bool = False) -> StoredEvent | None:
         suffix = tx.dialect.lock_suffix if lock else ""
@@ -197,8 +213,7 @@ class InboxReads:
             )
             assert row is not None
             waits = tx.one("SELECT COUNT(DISTINCT number) FROM inbox_wait WHERE tenant = ?", (t,))
-            top = tx.one("SELECT MAX(position) FROM inbox_event WHERE tenant = ?", (t,))
-            size = 0 if top is None or top[0] is None else int(top[0]) + 1
+            size = self._event_total(tx)
             vals = [int(v or 0) for v in row]
             if vals[0] != size:
                 raise CorruptError(f"the inbox holds {vals[0]} events at {size} positions")
