@@ -1,0 +1,221 @@
+"""What every write of the inbox shares: its transactions, its inbox log and its indexes
+(:class:`InboxIndexes`, the base of :class:`store.inbox.core.Inbox`, on the reads of
+:class:`~store.inbox.reads.InboxReads`).
+
+* **Transactions.** :meth:`InboxIndexes._write` creates the schema on first use;
+  :meth:`InboxIndexes._write_appending` is a write that may append to the inbox log: the
+  tree's right edge (:class:`store.sqlcore.TreeEdge`) is remembered only once it committed.
+* **The inbox log.** :meth:`InboxIndexes._append_leaves` stores the hashes leaves add and the
+  log's size, in the journal schema's ``tree_hash`` and ``log_state`` under ``<tenant>/inbox``.
+* **The batched indexes** (:mod:`store.inbox.schema`, "Indexed in batches"): the pending events
+  are the positions after the log's stored size. :meth:`InboxIndexes.catch_up` and, inside a
+  transaction about to read the match or live index, :meth:`InboxIndexes._caught_up` write
+  their leaves, match rows and live-index entries.
+* **Statistics.** PostgreSQL's planner gets its first statistics of the inbox's tables when the
+  inbox passes a few sizes (:meth:`InboxIndexes._refresh_statistics`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from store.db import Tx
+from store.errors import CorruptError
+from store.inbox.reads import TOP_POSITION, InboxReads, events_past
+from store.inbox.schema import STORED
+from store.schema import stored_int
+from store.sqlcore import TreeEdge
+from tlog import merkle
+from tlog.errors import MalformedError
+from tlog.inbox import Event, stored_leaf
+
+if TYPE_CHECKING:
+    from store.sql import SQLStore
+
+T = TypeVar("T")
+
+_STATISTICS_AT = (1_000, 10_000, 100_000)
+"""Inbox log sizes after which :meth:`InboxIndexes._refresh_statistics` runs."""
+_TABLES = ("inbox_event", "inbox_match", "inbox_wait")
+
+
+class InboxIndexes(InboxReads):
+    """The writes' shared machinery of one tenant's inbox (module docstring).
+
+    Requires: the handle it came from stays open."""
+
+    def __init__(self, store: SQLStore) -> None:
+        super().__init__(store)
+        self._edge = TreeEdge()
+        self._statistics_due = False
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        if not self._ready:
+            self._ensure()
+        return self._store._write(fn)
+
+    def _write_appending(self, fn: Callable[[Tx, list[tuple[int, list[bytes]]]], T]) -> T:
+        """:meth:`_write` of ``fn``, which may append to the inbox log: the tree's right edge
+        it leaves in its list is remembered only after the transaction committed."""
+        due: list[tuple[int, list[bytes]]] = []
+        result = self._write(lambda tx: fn(tx, due))
+        if due:
+            self._edge.commit(due[0])
+        self._refresh_statistics()
+        return result
+
+    def _refresh_statistics(self) -> None:
+        """Once the inbox log has grown past one of :data:`_STATISTICS_AT`, refresh the
+        planner's statistics of the inbox's tables (PostgreSQL; nothing on SQLite). Why: a
+        table that autovacuum has not analyzed yet has no statistics, and the planner then
+        took the live-events index for a claim's primary-key update (a walk of every live
+        event: 4 ms at 30,000 and growing, in the benchmark's first minute). Three ANALYZEs in
+        a store's life, each of a bounded sample; after the first the estimates follow the
+        tables' sizes."""
+        if not self._statistics_due:
+            return
+        self._statistics_due = False
+        sql = self._store._d.analyze_sql(_TABLES)
+        if sql is not None:
+            self._write(lambda tx: tx.execute(sql))
+
+    def _grown(self, old: int, new: int) -> None:
+        """The inbox holds ``new`` events, ``old`` before this transaction: statistics are due
+        after its commit when it passed one of :data:`_STATISTICS_AT` (a rollback: harmless)."""
+        if any(old < at <= new for at in _STATISTICS_AT):
+            self._statistics_due = True
+
+    # --- the batched indexes (store.inbox.schema: "Indexed in batches") ---------------------
+
+    def catch_up(self) -> int:
+        """Write the indexes of the pending events now (the inbox log's leaves, the match
+        rows, the live index); how many events were pending. A read, and no write, when none
+        is (a store that never used its inbox stays without its tables)."""
+
+        def pending(tx: Tx) -> int:
+            size, total = self._sizes(tx)
+            return total - size
+
+        if not self._read(pending, 0):
+            return 0
+
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> int:
+            size = self._log._lock_log(tx)
+            return self._index_rest(tx, size, due) - size
+
+        return self._write_appending(work)
+
+    def _sizes(self, tx: Tx) -> tuple[int, int]:
+        """(the inbox log's stored size, the number of events), unlocked: on PostgreSQL a
+        buffer may commit more events right after."""
+        row = tx.one(
+            f"SELECT (SELECT size FROM log_state WHERE tenant = ?), ({TOP_POSITION})",  # noqa: S608 - fixed text
+            (self._log.tenant, self._tenant),
+        )
+        assert row is not None
+        size = 0 if row[0] is None else stored_int(row[0], "log size")
+        return size, events_past(size, row[1])
+
+    def _caught_up(self, tx: Tx, due: list[tuple[int, list[bytes]]]) -> None:
+        """Index the pending events, if any, in ``tx``: before a read of the match or live
+        index. Locks the inbox log's row only when some are pending."""
+        size, total = self._sizes(tx)
+        if total > size:
+            self._index_rest(tx, self._log._lock_log(tx), due)
+
+    def _index_rest(self, tx: Tx, size: int, due: list[tuple[int, list[bytes]]]) -> int:
+        """Index every pending event of the inbox log of stored ``size`` (its row locked in
+        ``tx``); return the log's size, now its number of events."""
+        total = self._event_total(tx, size)
+        if total > size:
+            self._index_pending(tx, size, total, due)
+        return total
+
+    def _index_pending(
+        self,
+        tx: Tx,
+        size: int,
+        end: int,
+        due: list[tuple[int, list[bytes]]],
+        own: Sequence[tuple[bytes, Sequence[tuple[str, str]], Event]] = (),
+    ) -> None:
+        """Index the pending events at positions ``size`` to ``end`` (the inbox log of stored
+        ``size``, its row locked in ``tx``): their leaves, the match rows of those still live,
+        their live-index entries; then the events ``own`` after them, which the caller
+        inserted indexed: (leaf, keys to match (none: claimed), event) each. The pending
+        events' state cannot change meanwhile: one is claimed or dead-lettered only under that
+        lock (by the broadcast path of the buffer that stores it, or after this)."""
+        tenant = self._tenant
+        rows = tx.all(
+            "SELECT source, id, position, kind, keys, payload_hash, received_at,"
+            " claimed_by IS NULL AND NOT dead FROM inbox_event"
+            " WHERE tenant = ? AND position >= ? AND position < ? ORDER BY position",
+            (tenant, size, end),
+        )
+        leaves: list[bytes] = []
+        matches: list[tuple[object, ...]] = []
+        for i, (source, id_, pos, kind, keys, digest, at, live) in enumerate(rows):
+            if stored_int(pos, "event position") != size + i:
+                break
+            # The stored row as written by buffer: its keys' text is the entry's verbatim.
+            try:
+                text = STORED.blob(keys, "event keys").decode("utf-8")
+                leaves.append(
+                    stored_leaf(
+                        STORED.text(source, "event source"),
+                        STORED.text(id_, "event id"),
+                        STORED.text(kind, "event kind"),
+                        text,
+                        STORED.blob(digest, "payload hash"),
+                        stored_int(at, "received_at"),
+                    )
+                )
+                if live:
+                    matches.extend(
+                        (tenant, kind, ns, v, pos, source, id_) for ns, v in json.loads(text)
+                    )
+            except (MalformedError, ValueError, TypeError) as e:
+                raise CorruptError(f"event {source}/{id_}: stored {e}") from None
+        if len(leaves) != end - size:
+            raise CorruptError(
+                f"the inbox holds no event at position {size + len(leaves)}, below {end}"
+            )
+        for pos, (leaf, keys, event) in enumerate(own, end):
+            leaves.append(leaf)
+            matches.extend(
+                (tenant, event.kind, ns, v, pos, event.source, event.id) for ns, v in keys
+            )
+        self._append_leaves(tx, size, leaves, due)
+        tx.executemany(
+            "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            matches,
+        )
+        if end > size:
+            tx.execute(
+                "UPDATE inbox_event SET indexed = ? WHERE tenant = ? AND position >= ?"
+                " AND position < ?",
+                (True, tenant, size, end),
+            )
+
+    def _append_leaves(
+        self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]
+    ) -> None:
+        """Store the tree hashes ``leaves`` add to the inbox log of ``size`` (its row locked),
+        and put the tree's new right edge in ``due``, for :meth:`_write_appending` to remember
+        once the transaction committed."""
+        start = merkle.stored_hash_count(size)
+        hashes, edge = self._edge.append(size, leaves, self._log._reader(tx))
+        due[:] = [edge]
+        tx.executemany(
+            "INSERT INTO tree_hash (tenant, idx, hash) VALUES (?, ?, ?)",
+            [(self._log.tenant, start + i, h) for i, h in enumerate(hashes)],
+        )
+        tx.execute(
+            "UPDATE log_state SET size = ? WHERE tenant = ?", (size + len(leaves), self._log.tenant)
+        )
+
+
+__all__ = ["InboxIndexes"]
