@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from store.api import Append
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
-from store.inbox.indexing import InboxIndexes
+from store.inbox.indexing import InboxIndexes, Own
 from store.inbox.reads import MAX_LIMIT, TOP_POSITION, events_past
 from store.inbox.schema import (
     EVENT_COLUMNS,
@@ -137,7 +137,10 @@ class Inbox(InboxIndexes):
         if not events:
             return []
 
+        written: list[tuple[int, Own]] = []  # the pending events of the attempt that commits
+
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
+            written.clear()
             kinds = sorted({e.kind for e in events}) if match else []
             for kind in kinds:
                 self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
@@ -193,9 +196,16 @@ class Inbox(InboxIndexes):
                     for (i, e, _, _), (_, leaf) in zip(fresh, forms, strict=True)
                 ]
                 self._index_pending(tx, size, total, due, own)
+            else:
+                written.extend(
+                    (pos, (e, digest, now, keys, not out[i].matched))
+                    for (i, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
+                )
             return out
 
-        return self._write_appending(work)
+        out = self._write_appending(work)
+        self._remember(written)
+        return out
 
     def _insert_fresh(
         self, tx: Tx, fresh: list[tuple[Event, int, bytes]], now: int, indexed: bool
@@ -375,15 +385,18 @@ class Inbox(InboxIndexes):
         keys, retiring that wait in the same transaction (the broadcast path); None when
         nobody waits, or the event is unknown, claimed or dead."""
 
-        def work(tx: Tx) -> Wait | None:
+        def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Wait | None:
             ev = self._event(tx, source, id)
             if ev is None or ev.state != "live":
                 return None
             self._lock_keys(tx, ev.kind, ev.keys)
+            # A pending event is claimed only by a holder of the inbox log's row lock, once
+            # indexed (store.inbox.indexing): its match rows must not outlive its claim.
+            self._caught_up(tx, due)
             return self._match_event(tx, ev, self._now(tx))
 
         try:
-            return self._write(work)
+            return self._write_appending(work)
         except _Taken:
             return None
 

@@ -10,7 +10,13 @@
 * **The batched indexes** (:mod:`store.inbox.schema`, "Indexed in batches"): the pending events
   are the positions after the log's stored size. :meth:`InboxIndexes.catch_up` and, inside a
   transaction about to read the match or live index, :meth:`InboxIndexes._caught_up` write
-  their leaves, match rows and live-index entries.
+  their leaves, match rows and live-index entries. The events this handle buffered pending are
+  remembered (:attr:`InboxIndexes._own`) once their transaction committed, so that indexing
+  them does not read their rows back: a pending event cannot change meanwhile (only a holder
+  of the inbox log's row lock claims or dead-letters one, and it indexes the pending events
+  first), and an event that somebody else indexed is no longer pending, so its entry is never
+  looked at again. Where any pending position is not remembered (another handle buffered it,
+  or its commit's verdict was lost), the rows are read, as ever.
 * **Statistics.** PostgreSQL's planner gets its first statistics of the inbox's tables when the
   inbox passes a few sizes (:meth:`InboxIndexes._refresh_statistics`).
 """
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from store.db import Tx
 from store.errors import CorruptError
 from store.inbox.reads import TOP_POSITION, InboxReads, events_past
-from store.inbox.schema import STORED
+from store.inbox.schema import INDEX_BATCH, STORED
 from store.schema import stored_int
 from store.sqlcore import TreeEdge
 from tlog import merkle
@@ -39,6 +45,13 @@ T = TypeVar("T")
 _STATISTICS_AT = (1_000, 10_000, 100_000)
 """Inbox log sizes after which :meth:`InboxIndexes._refresh_statistics` runs."""
 _TABLES = ("inbox_event", "inbox_match", "inbox_wait")
+_OWN_LIMIT = 4 * INDEX_BATCH
+"""Remembered pending events past which :attr:`InboxIndexes._own` is forgotten (entries that
+another handle's catch-up made useless)."""
+
+Own = tuple[Event, bytes, int, bytes, bool]
+"""A pending event as its buffer wrote it: (event, payload digest, received_at, its keys'
+stored JSON, live: not claimed by its buffer's broadcast path)."""
 
 
 class InboxIndexes(InboxReads):
@@ -50,6 +63,8 @@ class InboxIndexes(InboxReads):
         super().__init__(store)
         self._edge = TreeEdge()
         self._statistics_due = False
+        self._own: dict[int, Own] = {}
+        """Pending events this handle buffered, by position (module docstring)."""
 
     def _write(self, fn: Callable[[Tx], T]) -> T:
         if not self._ready:
@@ -146,7 +161,64 @@ class InboxIndexes(InboxReads):
         their live-index entries; then the events ``own`` after them, which the caller
         inserted indexed: (leaf, keys to match (none: claimed), event) each. The pending
         events' state cannot change meanwhile: one is claimed or dead-lettered only under that
-        lock (by the broadcast path of the buffer that stores it, or after this)."""
+        lock (by the broadcast path of the buffer that stores it, or indexed first: a claim by
+        key, ``match``, a sweep, a targeted delivery each index the pending events before)."""
+        tenant = self._tenant
+        leaves: list[bytes] = []
+        matches: list[tuple[object, ...]] = []
+        if not self._remembered(size, end, leaves, matches):
+            self._read_back(tx, size, end, leaves, matches)
+        if len(leaves) != end - size:
+            raise CorruptError(
+                f"the inbox holds no event at position {size + len(leaves)}, below {end}"
+            )
+        for pos, (leaf, keys, event) in enumerate(own, end):
+            leaves.append(leaf)
+            matches.extend(
+                (tenant, event.kind, ns, v, pos, event.source, event.id) for ns, v in keys
+            )
+        self._append_leaves(tx, size, leaves, due)
+        tx.executemany(
+            "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            matches,
+        )
+        if end > size:
+            tx.execute(
+                "UPDATE inbox_event SET indexed = ? WHERE tenant = ? AND position >= ?"
+                " AND position < ?",
+                (True, tenant, size, end),
+            )
+
+    def _remembered(
+        self, size: int, end: int, leaves: list[bytes], matches: list[tuple[object, ...]]
+    ) -> bool:
+        """When this handle remembers every pending event at positions ``size`` to ``end``,
+        add their leaves and live match rows to ``leaves`` and ``matches`` (and forget them);
+        False, adding nothing, otherwise."""
+        remembered = self._own
+        if len(remembered) > _OWN_LIMIT:
+            remembered.clear()
+        if not all(p in remembered for p in range(size, end)):
+            return False
+        tenant = self._tenant
+        for pos in range(size, end):
+            e, digest, at, keys, live = remembered.pop(pos)
+            leaves.append(stored_leaf(e.source, e.id, e.kind, keys.decode("utf-8"), digest, at))
+            if live:
+                matches.extend((tenant, e.kind, ns, v, pos, e.source, e.id) for ns, v in e.keys)
+        return True
+
+    def _read_back(
+        self,
+        tx: Tx,
+        size: int,
+        end: int,
+        leaves: list[bytes],
+        matches: list[tuple[object, ...]],
+    ) -> None:
+        """Add the leaves and live match rows of the stored pending events at positions
+        ``size`` to ``end`` to ``leaves`` and ``matches``, stopping at a gap."""
         tenant = self._tenant
         rows = tx.all(
             "SELECT source, id, position, kind, keys, payload_hash, received_at,"
@@ -154,8 +226,6 @@ class InboxIndexes(InboxReads):
             " WHERE tenant = ? AND position >= ? AND position < ? ORDER BY position",
             (tenant, size, end),
         )
-        leaves: list[bytes] = []
-        matches: list[tuple[object, ...]] = []
         for i, (source, id_, pos, kind, keys, digest, at, live) in enumerate(rows):
             if stored_int(pos, "event position") != size + i:
                 break
@@ -178,27 +248,10 @@ class InboxIndexes(InboxReads):
                     )
             except (MalformedError, ValueError, TypeError) as e:
                 raise CorruptError(f"event {source}/{id_}: stored {e}") from None
-        if len(leaves) != end - size:
-            raise CorruptError(
-                f"the inbox holds no event at position {size + len(leaves)}, below {end}"
-            )
-        for pos, (leaf, keys, event) in enumerate(own, end):
-            leaves.append(leaf)
-            matches.extend(
-                (tenant, event.kind, ns, v, pos, event.source, event.id) for ns, v in keys
-            )
-        self._append_leaves(tx, size, leaves, due)
-        tx.executemany(
-            "INSERT INTO inbox_match (tenant, kind, namespace, value, position, source, id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            matches,
-        )
-        if end > size:
-            tx.execute(
-                "UPDATE inbox_event SET indexed = ? WHERE tenant = ? AND position >= ?"
-                " AND position < ?",
-                (True, tenant, size, end),
-            )
+
+    def _remember(self, pending: list[tuple[int, Own]]) -> None:
+        """The pending events ``pending`` (position, as written) committed: remember them."""
+        self._own.update(pending)
 
     def _append_leaves(
         self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]

@@ -82,10 +82,13 @@ def clock() -> FakeClock:
 @pytest.fixture(autouse=True, params=["batched", "by-2"])
 def index_batch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every rule holds whichever events are still pending: with the store's batch (the
-    tests' events are all pending until a claim, a sweep or a checkpoint indexes them) and
-    with a batch of 2 (every other buffer indexes)."""
+    tests' events are all pending until a claim, a sweep or a checkpoint indexes them, and
+    the handle indexes the events it remembers buffering) and with a batch of 2 (every other
+    buffer indexes) on a handle that remembers nothing, so that it reads every pending row
+    back."""
     if request.param == "by-2":
         monkeypatch.setattr(inbox_core, "INDEX_BATCH", 2)
+        monkeypatch.setattr(inbox_core.Inbox, "_remember", lambda self, pending: None)
 
 
 @pytest.fixture
@@ -1480,7 +1483,7 @@ def test_a_version_1_inbox_is_upgraded_on_first_use(stores: StoreFactory) -> Non
 
 
 def test_a_gap_below_the_pending_events_is_corruption(
-    ib: Inbox, monkeypatch: pytest.MonkeyPatch
+    ib: Inbox, stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(inbox_core, "INDEX_BATCH", 100)
     for i in range(3):
@@ -1490,8 +1493,73 @@ def test_a_gap_below_the_pending_events_is_corruption(
             "DELETE FROM inbox_event WHERE tenant = ? AND id = ?", (ib.tenant, "1")
         )
     )
+    # Another handle, which did not buffer them, reads the pending rows back.
     with pytest.raises(CorruptError, match="no event at position 1"):
-        ib.checkpoint()
+        inbox_of(stores.open()).checkpoint()
+
+
+def _match_rows(ib: Inbox) -> set[tuple[str, str, str, int]]:
+    rows = ib._store._read(
+        lambda tx: tx.all(
+            "SELECT kind, namespace, value, position FROM inbox_match WHERE tenant = ?",
+            (ib.tenant,),
+        )
+    )
+    return {(str(k), str(ns), str(v), int(p)) for k, ns, v, p in rows}
+
+
+def _check_indexes(ib: Inbox) -> None:
+    """The inbox log is the log of the stored events' leaves, and the match index holds the
+    keys of exactly the live events."""
+    ib.catch_up()
+    events = sorted(ib.events(), key=lambda e: e.position)
+    assert [e.position for e in events] == list(range(len(events)))
+    tree = merkle.MemoryHashStore()
+    for e in events:
+        tree.append(e.entry.leaf)
+    assert ib.checkpoint().root == tree.root(len(events))
+    live = {(e.kind, ns, v, e.position) for e in events if e.state == "live" for ns, v in e.keys}
+    assert _match_rows(ib) == live
+
+
+def test_a_pending_event_claimed_by_match_keeps_no_match_row(ib: Inbox) -> None:
+    """match() claims a buffered event that may still be pending: it indexes the pending
+    events first, so that the claimed one's keys never reach the match index."""
+    ib.buffer(ev("m"))
+    assert ib.subscribe(wt("run-1"))
+    got = ib.match("bank", "m")
+    assert got is not None and got.run == "run-1"
+    _check_indexes(ib)
+    assert ib.claim(wt("run-2")) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_handles_interleaving_pending_events_index_each_others(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Two handles of one store buffer, catch up, claim and match in a random order: each
+    indexes the pending events the other buffered (read back) beside its own (remembered),
+    and neither indexes an event twice or one that the other indexed already."""
+    import random
+
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 5)
+    rng = random.Random(seed)
+    boxes = [inbox_of(stores.open()), inbox_of(stores.open())]
+    for n in range(120):
+        box = rng.choice(boxes)
+        op = rng.random()
+        key = [["order", f"o{rng.randrange(6)}"]]
+        if op < 0.55:
+            batch = [ev(f"e{n}-{i}", key) for i in range(rng.choice((1, 1, 1, 3)))]
+            box.buffer_many(batch, match=rng.random() < 0.7)
+        elif op < 0.7:
+            box.catch_up()
+        elif op < 0.85:
+            box.wait(wt(f"run-{n}", key))
+        else:
+            box.match("bank", f"e{rng.randrange(n + 1)}-0")
+    for box in boxes:
+        _check_indexes(box)
 
 
 def test_a_large_batch_indexes_itself_and_the_pending_before_it(
