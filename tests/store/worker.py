@@ -476,6 +476,8 @@ def deliver(store: JournalStore, batch: int, timeout: int, once: bool) -> None:
     from store.deliver import Deliverer
 
     with Deliverer(store, batch=batch, timeout=timeout) as worker:
+        # Names this process in every request, for the receiver of tests/store/test_outbox.py.
+        worker._http.headers["X-Test-Worker"] = str(os.getpid())
         emit({"ready": os.getpid()})
         worker.run(
             once=once,
