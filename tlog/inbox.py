@@ -175,10 +175,19 @@ class Event:
     # Set by make_event once every field is checked; not an argument, so neither a hand-built
     # Event nor dataclasses.replace() of a made one carries it (both are checked again).
     made: bool = field(default=False, init=False, repr=False, compare=False)
+    # Also set by make_event, which computes both on its way to the entry's size; a hand-built
+    # Event has neither, and computes them when asked.
+    _digest: bytes = field(default=b"", init=False, repr=False, compare=False)
+    _keys_json: bytes = field(default=b"", init=False, repr=False, compare=False)
 
     @property
     def payload_sha256(self) -> bytes:
-        return payload_hash(self.payload_bytes)
+        return self._digest or payload_hash(self.payload_bytes)
+
+    @property
+    def stored_keys(self) -> bytes:
+        """:func:`keys_json` of the event's keys: how a store keeps them."""
+        return self._keys_json or keys_json(self.keys)
 
     def to_json(self) -> dict[str, Any]:
         """The event's JSON form (module docstring)."""
@@ -204,13 +213,18 @@ def make_event(source: str, id: str, kind: str, keys: object, payload: Any) -> E
             f"the payload is {len(raw)} bytes of canonical JSON, more than {MAX_PAYLOAD}"
         )
     event = Event(source, id, kind, ordered, payload, raw)
+    digest = payload_hash(raw)
+    keys = _keys_text(ordered)
     # Its entry (at the latest time one can hold) must be Unicode text that fits a receipt:
     # a lone surrogate has no UTF-8, and 16 keys of 4-byte characters exceed MAX_ENTRY_SIZE.
-    size = len(Entry.of(event, MAX_SAFE_INT).encode())
+    size = len(Entry(source, id, kind, ordered, digest, MAX_SAFE_INT)._encode(keys))
     if size > MAX_ENTRY_SIZE:
         raise MalformedError(
             f"the event's inbox entry would be {size} bytes, more than {MAX_ENTRY_SIZE}"
         )
+    object.__setattr__(event, "_digest", digest)
+    if keys is not None:  # UTF-8 text: the entry that holds it verbatim was
+        object.__setattr__(event, "_keys_json", keys.encode("utf-8"))
     object.__setattr__(event, "made", True)
     return event
 
@@ -256,8 +270,12 @@ class Entry:
 
     def encode(self) -> bytes:
         """The entry's canonical bytes."""
+        return self._encode(_keys_text(self.keys))
+
+    def _encode(self, keys: str | None) -> bytes:
+        """:meth:`encode`, given :func:`_keys_text` of the entry's keys."""
         self._check_ranges()
-        fast = _entry_text(self, _keys_text(self.keys))
+        fast = _entry_text(self, keys)
         if fast is not None:
             try:
                 return fast.encode("utf-8")

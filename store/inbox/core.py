@@ -142,8 +142,9 @@ class Inbox(InboxIndexes):
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             written.clear()
             kinds = sorted({e.kind for e in events}) if match else []
-            for kind in kinds:
-                self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
+            if type(tx.dialect).xact_lock is not Dialect.xact_lock:  # as _lock_keys: not SQLite
+                for kind in kinds:
+                    self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
             # One statement: the log's row locked, the store clock, and whether anybody waits
             # for each kind at all (the batch's key locks are held, so no wait on its keys
             # can appear or go meanwhile; a kind nobody waits for skips the per-key lookups).
@@ -216,7 +217,7 @@ class Inbox(InboxIndexes):
         the leaves only when ``indexed``."""
         tenant = self._tenant
         forms = [
-            buffered_encodings(e, digest, now) if indexed else (keys_json(e.keys), b"")
+            buffered_encodings(e, digest, now) if indexed else (e.stored_keys, b"")
             for e, _, digest in fresh
         ]
         tx.executemany(
@@ -309,13 +310,15 @@ class Inbox(InboxIndexes):
                 f" WHERE tenant = ?{tx.dialect.lock_suffix}"
             )
         log = self._log.tenant
-        params = (
-            *now_params,
-            *(p for k in kinds for p in (self._tenant, k)),
-            *(() if pair is None else (self._tenant, *pair) * 2),
-            *((self._tenant,) if serialised else ()),
-            log,
-        )
+        tenant = self._tenant
+        params: list[object] = list(now_params)
+        for k in kinds:
+            params += (tenant, k)
+        if pair is not None:
+            params += (tenant, *pair) * 2
+        if serialised:
+            params.append(tenant)
+        params.append(log)
         row = tx.one(sql, params)
         if row is None:
             tx.execute(

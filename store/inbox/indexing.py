@@ -99,7 +99,11 @@ class InboxIndexes(InboxReads):
     def _grown(self, old: int, new: int) -> None:
         """The inbox holds ``new`` events, ``old`` before this transaction: statistics are due
         after its commit when it passed one of :data:`_STATISTICS_AT` (a rollback: harmless)."""
-        if any(old < at <= new for at in _STATISTICS_AT):
+        if (
+            old < _STATISTICS_AT[-1]  # mostly not: the loop below is for 3 of every 10^5
+            and new >= _STATISTICS_AT[0]
+            and any(old < at <= new for at in _STATISTICS_AT)
+        ):
             self._statistics_due = True
 
     # --- the batched indexes (store.inbox.schema: "Indexed in batches") ---------------------

@@ -19,6 +19,7 @@ events, their log entries, delivery records and receipts' extra data.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -500,6 +501,15 @@ def test_every_event_has_an_entry_that_commits_to_it(
     entry = receipt_entry(raw)
     assert entry.matches(e) and entry.received_at == at
     assert entry.payload_sha256 == hashlib.sha256(canonical_json(payload)).digest()
+    # What make_event keeps of its work is what computing it again gives; a copy made by
+    # hand or by replace() keeps nothing and computes its own.
+    assert e.stored_keys == keys_json(e.keys)
+    for other in (
+        Event(e.source, e.id, e.kind, e.keys, e.payload, e.payload_bytes),
+        dataclasses.replace(e, keys=(("other", "key"),), payload_bytes=b"[]"),
+    ):
+        assert other.payload_sha256 == hashlib.sha256(other.payload_bytes).digest()
+        assert other.stored_keys == keys_json(other.keys)
 
 
 def test_event_from_json_takes_exactly_five_members() -> None:
