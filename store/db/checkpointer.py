@@ -90,7 +90,6 @@ class Checkpointer:
         self._due = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pid = 0
         self.catch_ups = 0
         """Catch-ups that copied the whole WAL, so that it could start over (for tests)."""
         self.writers_held = 0
@@ -103,11 +102,11 @@ class Checkpointer:
         return self._writing
 
     def _written(self) -> None:
-        thread = self._thread
-        if thread is None or self._pid != os.getpid() or not thread.is_alive():
+        # No thread: none started yet, the last one ended, or this is a forked child (whose
+        # _thread _after_fork_in_child forgot). Checked on every write, so no syscall here.
+        if self._thread is None:
             if self._stopping.is_set():
                 return
-            self._pid = os.getpid()
             # The thread holds the checkpointer, never the handle: a handle dropped without
             # close() is still collected, and its finaliser stops the thread.
             thread = self._thread = threading.Thread(
@@ -127,7 +126,6 @@ class Checkpointer:
         if (
             wait
             and thread is not None
-            and self._pid == os.getpid()
             and thread is not threading.current_thread()
             and thread.is_alive()
         ):
@@ -158,6 +156,8 @@ class Checkpointer:
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
+            if self._thread is threading.current_thread():
+                self._thread = None  # ended by an error: the next write starts another
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
         frames, copied = _passive(conn)
@@ -185,6 +185,7 @@ def _after_fork_in_child() -> None:
     # would wait forever. The child has no checkpointer thread: fresh locks (its first write
     # starts a thread of its own).
     for keeper in list(_LIVE):
+        keeper._thread = None  # the parent's: not in this process
         stopping = threading.Event()
         if keeper._stopping.is_set():
             stopping.set()

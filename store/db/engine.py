@@ -219,11 +219,14 @@ class Tx:
         """Every row of a query (fetching all also runs an ``INSERT … RETURNING`` to
         completion)."""
         self._cur.execute(self._d.sql(sql), tuple(params))
-        return [tuple(r) for r in self._cur.fetchall()]
+        # Rows are tuples already: sqlite3's default, and the PostgreSQL dialect's tuple_row.
+        rows: list[tuple[Any, ...]] = self._cur.fetchall()
+        return rows
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row of a query, or None."""
-        rows = self.all(sql, params)
+        self._cur.execute(self._d.sql(sql), tuple(params))
+        rows: list[tuple[Any, ...]] = self._cur.fetchall()  # to the end (see all())
         return rows[0] if rows else None
 
     def rows_if_any(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -231,7 +234,8 @@ class Tx:
         self._cur.execute(self._d.sql(sql), tuple(params))
         if self._cur.description is None:
             return []
-        return [tuple(r) for r in self._cur.fetchall()]
+        rows: list[tuple[Any, ...]] = self._cur.fetchall()
+        return rows
 
 
 def first_line(exc: BaseException) -> str:

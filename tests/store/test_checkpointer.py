@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from store.db.checkpointer import BACKSTOP_FRAMES, CATCH_UP_FRAMES, THREAD_NAME, Checkpointer
 from store.open import init_store, open_store
 from store.sql import SQLStore
@@ -234,3 +236,36 @@ def test_a_child_forked_during_a_catch_up_can_write(tmp_path: Path) -> None:
     finally:
         keeper.stop()
         conn.close()
+
+
+def test_a_thread_ended_by_an_error_is_started_again_by_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "again.db"
+    conn = _writer(db)
+    keeper = Checkpointer(str(db))
+    runs: list[str] = []
+    real = keeper._checkpoint
+
+    def first_fails(c: sqlite3.Connection) -> None:
+        runs.append(threading.current_thread().name)
+        if len(runs) == 1:
+            raise RuntimeError("not a database error: the thread ends")
+        real(c)
+
+    monkeypatch.setattr(keeper, "_checkpoint", first_fails)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the expected traceback
+    try:
+        _write_pages(conn, 1, keeper)
+        deadline = time.monotonic() + 5
+        while (not runs or _threads(db)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert runs and not _threads(db), "the thread did not end"
+        _write_pages(conn, 1, keeper)
+        while len(runs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(runs) == 2 and len(_threads(db)) == 1
+    finally:
+        keeper.stop()
+        conn.close()
+    assert not _threads(db)

@@ -806,8 +806,9 @@ class _Statements:
 def test_sweep_and_claims_walk_their_indexes(
     ib: Inbox, backend: BackendLike, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The statements the inbox really runs (recorded off Tx.all) are planned on the indexes
-    the schema names for them, never as a scan of every event or wait the tenant has."""
+    """The statements the inbox really runs (recorded off Tx.all and Tx.one) are planned on
+    the indexes the schema names for them, never as a scan of every event or wait the tenant
+    has."""
     from store.db.engine import Tx
 
     for i in range(20):
@@ -816,13 +817,18 @@ def test_sweep_and_claims_walk_their_indexes(
         ib.subscribe(wt(f"run-w{i}", [["order", f"w{i}"]]))
     ib.subscribe(wt("run-x", [["order", "zzz"]]))
     recorded = _Statements()
-    real_all = Tx.all
+    real_all, real_one = Tx.all, Tx.one
 
     def spy(self: Tx, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         recorded.seen.append((sql, tuple(params)))
         return real_all(self, sql, params)
 
+    def spy_one(self: Tx, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        recorded.seen.append((sql, tuple(params)))
+        return real_one(self, sql, params)
+
     monkeypatch.setattr(Tx, "all", spy)
+    monkeypatch.setattr(Tx, "one", spy_one)
     assert ib.claim(wt("run-1", [["order", "1"]])) is not None  # the wait path
     assert ib.buffer(ev("new", [["order", "zzz"]])).matched is not None  # the event path
     clock.advance(1)
