@@ -275,7 +275,8 @@ class Inbox(InboxIndexes):
         size, the number of events (the pending ones too), the store clock's time, the kinds
         of ``kinds`` somebody waits for, and — only where the engine serialises writers (no
         row locks: SQLite), for a batch of the one event (source, id) ``pair`` —
-        :meth:`_stored_positions` of that pair; None otherwise).
+        :meth:`_stored_positions` of that pair when it is new ({}); None otherwise, and for a
+        duplicate, whose time of arrival the caller looks up).
 
         Only there: on PostgreSQL a statement that waited for the row lock reads with the
         snapshot it started with, which may miss an event the previous holder committed, so
@@ -299,9 +300,8 @@ class Inbox(InboxIndexes):
             stored = (
                 ""
                 if pair is None
-                else ", (SELECT position FROM inbox_event WHERE tenant = ? AND source = ?"
-                " AND id = ?), (SELECT received_at FROM inbox_event WHERE tenant = ?"
-                " AND source = ? AND id = ?)"
+                else ", EXISTS (SELECT 1 FROM inbox_event WHERE tenant = ? AND source = ?"
+                " AND id = ?)"
             )
             if serialised:
                 stored += f", ({TOP_POSITION})"
@@ -315,7 +315,7 @@ class Inbox(InboxIndexes):
         for k in kinds:
             params += (tenant, k)
         if pair is not None:
-            params += (tenant, *pair) * 2
+            params += (tenant, *pair)
         if serialised:
             params.append(tenant)
         params.append(log)
@@ -330,14 +330,9 @@ class Inbox(InboxIndexes):
             assert row is not None
         n = 2 + len(kinds)
         waited = {k for k, w in zip(kinds, row[2:n], strict=True) if w}
-        found = None
-        if pair is not None:
-            position, at = row[n : n + 2]
-            found = (
-                {}
-                if position is None
-                else {pair: (stored_int(position, "event position"), stored_int(at, "received_at"))}
-            )
+        found: dict[tuple[str, str], tuple[int, int]] | None = (
+            None if pair is None or row[n] else {}
+        )
         size = stored_int(row[0], "log size")
         total = events_past(size, row[-1]) if serialised else self._event_total(tx, size)
         return size, total, stored_int(row[1], "clock"), waited, found
