@@ -32,15 +32,15 @@ another tenant's waiting run, even with identical correlation values)::
 false): its position, and the dedup key that a duplicate is refused by. Its inbox-log leaf
 (``tree_hash``, ``log_state.size``), its correlation keys (``inbox_match``) and its place in the
 live index are written together for every :data:`INDEX_BATCH` events
-(:meth:`store.inbox.core.Inbox.catch_up`),
-and before anything reads them: a claim by key, a sweep, a checkpoint, a receipt, an export, a
-targeted delivery. Why: a durable commit costs the disk a page per index it touches; one event
-a commit touched nine pages, now two (the event's page at the end of the table, the dedup
-key's page) and its share of its batch's, whose pages are written once for all of its events
-(3.8 pages a buffer in all, ``bench/inbox_bench.py``). A batch of :data:`INDEX_AT_ONCE` or
-more new events writes its indexes at once. The inbox log's
-stored size is therefore the size of its indexed prefix; the events after it are the
-*pending* ones, at most a batch: a prefix of the log, never anything but the log.
+(:meth:`store.inbox.core.Inbox.catch_up`), and before anything reads them: a claim by key,
+``match``, a sweep, a checkpoint, a receipt, an export, a targeted delivery. Why: a durable
+commit costs the disk a page per index it touches; one event a commit touched nine pages, now
+two (the event's page at the end of the table, the dedup key's page) and its share of its
+batch's, whose pages are written once for all of its events (3.8 pages a buffer in all,
+``bench/inbox_bench.py``). A batch of :data:`INDEX_AT_ONCE` or more new events writes its
+indexes at once. The inbox log's stored size is therefore the size of its indexed prefix; the
+events after it are the *pending* ones, at most a batch: a prefix of the log, never anything
+but the log.
 
 Columns: ``keys`` is the canonical JSON of the event's keys (:func:`tlog.inbox.keys_json`);
 ``payload`` the canonical JSON of its payload, SQL NULL once erased (shed by ``unsubscribe`` or
