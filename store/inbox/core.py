@@ -1,7 +1,8 @@
 """The inbox's writes: buffering, waiting, claiming, delivering, sweeping, erasing
 (:class:`Inbox`, on :class:`~store.inbox.indexing.InboxIndexes`, the transactions, the inbox log
-and the batched indexes every write shares, itself on :class:`~store.inbox.reads.InboxReads`,
-which has the listings, the counts and the receipts; the rules are :mod:`store.inbox`'s).
+and the batched indexes every write shares and the log's checkpoints and receipts, itself on
+:class:`~store.inbox.reads.InboxReads`, which has the listings and the counts; the rules are
+:mod:`store.inbox`'s).
 
 Every operation is one transaction on the journal store's session. Claims are decided in the
 transaction that selects them, by statements that are their own arbiters:

@@ -1,4 +1,5 @@
-"""What every write of the inbox shares: its transactions, its inbox log and its indexes
+"""What every write of the inbox shares — its transactions, its inbox log and its indexes —
+and the inbox log's checkpoints and receipts, which index what is pending first
 (:class:`InboxIndexes`, the base of :class:`store.inbox.core.Inbox`, on the reads of
 :class:`~store.inbox.reads.InboxReads`).
 
@@ -17,6 +18,9 @@
   first), and an event that somebody else indexed is no longer pending, so its entry is never
   looked at again. Where any pending position is not remembered (another handle buffered it,
   or its commit's verdict was lost), the rows are read, as ever.
+* **Checkpoints and receipts** of the inbox log (:meth:`InboxIndexes.checkpoint`,
+  :meth:`InboxIndexes.sign_checkpoint`, :meth:`InboxIndexes.receipt`) cover every buffered
+  event: they index the pending ones first.
 * **Statistics.** PostgreSQL's planner gets its first statistics of the inbox's tables when the
   inbox passes a few sizes (:meth:`InboxIndexes._refresh_statistics`).
 """
@@ -34,8 +38,11 @@ from store.inbox.schema import INDEX_BATCH, STORED
 from store.schema import stored_int
 from store.sqlcore import TreeEdge
 from tlog import merkle
-from tlog.errors import MalformedError
+from tlog.checkpoint import Checkpoint
+from tlog.errors import MalformedError, UsageError
 from tlog.inbox import Event, stored_leaf
+from tlog.note import parse_note
+from tlog.proof import TlogProof
 
 if TYPE_CHECKING:
     from store.sql import SQLStore
@@ -273,6 +280,47 @@ class InboxIndexes(InboxReads):
         tx.execute(
             "UPDATE log_state SET size = ? WHERE tenant = ?", (size + len(leaves), self._log.tenant)
         )
+
+    # --- the inbox log's checkpoints and receipts (over the pending events too) -------------
+
+    def checkpoint(self) -> Checkpoint:
+        """The inbox log's current (unsigned) checkpoint, over every buffered event (the
+        pending ones are indexed first: :meth:`catch_up`)."""
+        self.catch_up()
+        return self._log.checkpoint()
+
+    def sign_checkpoint(self) -> bytes:
+        """Sign and keep the inbox log's current checkpoint, over every buffered event (the
+        log key is needed)."""
+        self.catch_up()
+        return self._log.sign_checkpoint()
+
+    def receipt(
+        self, source: str, id: str, *, sign: Callable[[], bytes] | None = None
+    ) -> TlogProof:
+        """The receipt of event (source, id): a tlog-proof@v1 whose extra data is the event's
+        entry, under the newest kept inbox checkpoint covering it, else one signed now
+        (``sign``, default :meth:`sign_checkpoint`). Checked before it is given. UsageError
+        for an unknown event."""
+        ev = self.get(source, id)
+        if ev is None:
+            raise UsageError(f"no event {source}/{id} is buffered")
+        self.catch_up()
+        kept = self._log.published()
+        note = None
+        if kept:
+            text, _ = parse_note(kept[-1])
+            if Checkpoint.parse(text).size > ev.position:
+                note = kept[-1]
+        if note is None:
+            note = (sign or self.sign_checkpoint)()
+        cp = Checkpoint.parse(parse_note(note)[0])
+        hashes = self._store._read(
+            lambda tx: merkle.inclusion_proof(ev.position, cp.size, self._log._reader(tx))
+        )
+        raw = ev.entry.encode()
+        merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
+        return TlogProof(ev.position, tuple(hashes), note, raw)
 
 
 __all__ = ["InboxIndexes"]

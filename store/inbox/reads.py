@@ -1,5 +1,6 @@
-"""The inbox's reads: the handle's state, the stored rows, listings, counts and receipts
-(:class:`InboxReads`, the base of :class:`store.inbox.core.Inbox`, which adds the writes).
+"""The inbox's reads: the handle's state, the stored rows, listings and counts
+(:class:`InboxReads`, the base of :class:`store.inbox.indexing.InboxIndexes` and of
+:class:`store.inbox.core.Inbox`, which add the inbox log's checkpoints, receipts and writes).
 
 Every read is one read transaction on the journal store's session; an inbox whose tables do
 not exist yet (a store that never used its inbox) reads as empty, without creating them.
@@ -16,12 +17,7 @@ from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS
 from store.inbox.values import InboxCounts, StoredEvent, Wait, stored_event, stored_waits
 from store.schema import stored_int
-from tlog import merkle
-from tlog.checkpoint import Checkpoint
-from tlog.errors import UsageError
 from tlog.inbox import MAX_KEYS
-from tlog.note import parse_note
-from tlog.proof import TlogProof
 
 if TYPE_CHECKING:
     from store.sql import SQLStore
@@ -78,11 +74,6 @@ class InboxReads:
         events: call :meth:`catch_up` first for the pending ones too (this class's own
         ``checkpoint``, ``sign_checkpoint`` and ``receipt`` do)."""
         return self._log
-
-    def catch_up(self) -> int:
-        """Index the pending events (:class:`store.inbox.core.Inbox` writes it); how many
-        there were."""
-        raise NotImplementedError
 
     def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
         if not self._ready:
@@ -222,47 +213,6 @@ class InboxReads:
             )
 
         return self._read(work, InboxCounts(0, 0, 0, 0, 0, 0))
-
-    # --- the inbox log and receipts -----------------------------------------------------------
-
-    def checkpoint(self) -> Checkpoint:
-        """The inbox log's current (unsigned) checkpoint, over every buffered event (the
-        pending ones are indexed first: :meth:`catch_up`)."""
-        self.catch_up()
-        return self._log.checkpoint()
-
-    def sign_checkpoint(self) -> bytes:
-        """Sign and keep the inbox log's current checkpoint, over every buffered event (the
-        log key is needed)."""
-        self.catch_up()
-        return self._log.sign_checkpoint()
-
-    def receipt(
-        self, source: str, id: str, *, sign: Callable[[], bytes] | None = None
-    ) -> TlogProof:
-        """The receipt of event (source, id): a tlog-proof@v1 whose extra data is the event's
-        entry, under the newest kept inbox checkpoint covering it, else one signed now
-        (``sign``, default :meth:`sign_checkpoint`). Checked before it is given. UsageError
-        for an unknown event."""
-        ev = self.get(source, id)
-        if ev is None:
-            raise UsageError(f"no event {source}/{id} is buffered")
-        self.catch_up()
-        kept = self._log.published()
-        note = None
-        if kept:
-            text, _ = parse_note(kept[-1])
-            if Checkpoint.parse(text).size > ev.position:
-                note = kept[-1]
-        if note is None:
-            note = (sign or self.sign_checkpoint)()
-        cp = Checkpoint.parse(parse_note(note)[0])
-        hashes = self._store._read(
-            lambda tx: merkle.inclusion_proof(ev.position, cp.size, self._log._reader(tx))
-        )
-        raw = ev.entry.encode()
-        merkle.verify_inclusion(ev.position, cp.size, merkle.leaf_hash(raw), hashes, cp.root)
-        return TlogProof(ev.position, tuple(hashes), note, raw)
 
 
 __all__ = ["MAX_LIMIT", "InboxReads"]
