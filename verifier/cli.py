@@ -68,7 +68,7 @@ from tlog.encoding import parse_hash
 from tlog.errors import MalformedError, UsageError
 from tlog.policy import DEFAULT_MAX_SKEW, Policy, TimePolicy
 from verifier.export import verify_export_file
-from verifier.follow import DEFAULT_TIMEOUT as DEFAULT_FOLLOW_TIMEOUT
+from verifier.fetch import DEFAULT_TIMEOUT as DEFAULT_FOLLOW_TIMEOUT
 from verifier.follow import follow, follow_once
 from verifier.progress import ProgressBar, progress_wanted
 from verifier.proofs import verify_checkpoint_file, verify_consistency_files, verify_proof_file
