@@ -139,6 +139,7 @@ class Inbox(InboxIndexes):
             return []
 
         written: list[tuple[int, Own]] = []  # the pending events of the attempt that commits
+        seen = [0]  # the stored log size that attempt read
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             written.clear()
@@ -199,14 +200,28 @@ class Inbox(InboxIndexes):
                 ]
                 self._index_pending(tx, size, total, due, own)
             else:
+                # Plain str, as the row reads back (an Event's fields may be str subclasses).
                 written.extend(
-                    (pos, (e, digest, now, keys, not out[i].matched))
+                    (
+                        pos,
+                        (
+                            str(e.source),
+                            str(e.id),
+                            str(e.kind),
+                            keys.decode("utf-8"),
+                            tuple((str(ns), str(v)) for ns, v in e.keys),
+                            digest,
+                            now,
+                            not out[i].matched,
+                        ),
+                    )
                     for (i, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
                 )
+                seen[0] = size
             return out
 
         out = self._write_appending(work)
-        self._remember(written)
+        self._remember(written, seen[0])
         return out
 
     def _insert_fresh(

@@ -17,7 +17,10 @@ and the inbox log's checkpoints and receipts, which index what is pending first
   of the inbox log's row lock claims or dead-letters one, and it indexes the pending events
   first), and an event that somebody else indexed is no longer pending, so its entry is never
   looked at again. Where any pending position is not remembered (another handle buffered it,
-  or its commit's verdict was lost), the rows are read, as ever.
+  or its commit's verdict was lost), the rows are read, as ever. What is remembered is what
+  the row holds, in plain ``str``, without the payload, and is forgotten once another handle
+  has indexed it. The buffering handle trusts its memory: a pending row deleted behind its
+  back (corruption) is noticed by a handle that reads the rows back, not by it.
 * **Checkpoints and receipts** of the inbox log (:meth:`InboxIndexes.checkpoint`,
   :meth:`InboxIndexes.sign_checkpoint`, :meth:`InboxIndexes.receipt`) cover every buffered
   event: they index the pending ones first.
@@ -56,9 +59,10 @@ _OWN_LIMIT = 4 * INDEX_BATCH
 """Remembered pending events past which :attr:`InboxIndexes._own` is forgotten (entries that
 another handle's catch-up made useless)."""
 
-Own = tuple[Event, bytes, int, bytes, bool]
-"""A pending event as its buffer wrote it: (event, payload digest, received_at, its keys'
-stored JSON, live: not claimed by its buffer's broadcast path)."""
+Own = tuple[str, str, str, str, tuple[tuple[str, str], ...], bytes, int, bool]
+"""A pending event as its buffer wrote it: (source, id, kind, its keys' stored JSON text, its
+keys, payload digest, received_at, live: not claimed by its buffer's broadcast path); plain
+``str`` values, as a row reads back, and not its payload."""
 
 
 class InboxIndexes(InboxReads):
@@ -82,7 +86,14 @@ class InboxIndexes(InboxReads):
         """:meth:`_write` of ``fn``, which may append to the inbox log: the tree's right edge
         it leaves in its list is remembered only after the transaction committed."""
         due: list[tuple[int, list[bytes]]] = []
-        result = self._write(lambda tx: fn(tx, due))
+
+        def attempt(tx: Tx) -> T:
+            # Each attempt starts with none: the engine runs a transaction again after a
+            # retryable error, and a failed attempt's edge must never outlive it.
+            due.clear()
+            return fn(tx, due)
+
+        result = self._write(attempt)
         if due:
             self._edge.commit(due[0])
         self._refresh_statistics()
@@ -214,10 +225,10 @@ class InboxIndexes(InboxReads):
             return False
         tenant = self._tenant
         for pos in range(size, end):
-            e, digest, at, keys, live = remembered.pop(pos)
-            leaves.append(stored_leaf(e.source, e.id, e.kind, keys.decode("utf-8"), digest, at))
+            source, id_, kind, text, keys, digest, at, live = remembered.pop(pos)
+            leaves.append(stored_leaf(source, id_, kind, text, digest, at))
             if live:
-                matches.extend((tenant, e.kind, ns, v, pos, e.source, e.id) for ns, v in e.keys)
+                matches.extend((tenant, kind, ns, v, pos, source, id_) for ns, v in keys)
         return True
 
     def _read_back(
@@ -260,9 +271,20 @@ class InboxIndexes(InboxReads):
             except (MalformedError, ValueError, TypeError) as e:
                 raise CorruptError(f"event {source}/{id_}: stored {e}") from None
 
-    def _remember(self, pending: list[tuple[int, Own]]) -> None:
-        """The pending events ``pending`` (position, as written) committed: remember them."""
-        self._own.update(pending)
+    def _remember(self, pending: list[tuple[int, Own]], size: int) -> None:
+        """The pending events ``pending`` (position, as written) committed, in a transaction
+        that read the inbox log's stored size ``size``: remember them, and forget those below
+        it (indexed by another handle: never looked at again). Positions are remembered in
+        increasing order, so the forgotten are the first ones."""
+        own = self._own
+        while own:
+            first = next(iter(own))
+            if first >= size:
+                break
+            del own[first]
+        own.update(pending)
+        if len(own) > _OWN_LIMIT:  # interleaved with other handles' positions: start over
+            own.clear()
 
     def _append_leaves(
         self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]

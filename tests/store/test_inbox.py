@@ -88,7 +88,7 @@ def index_batch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     back."""
     if request.param == "by-2":
         monkeypatch.setattr(inbox_core, "INDEX_BATCH", 2)
-        monkeypatch.setattr(inbox_core.Inbox, "_remember", lambda self, pending: None)
+        monkeypatch.setattr(inbox_core.Inbox, "_remember", lambda self, pending, size: None)
 
 
 @pytest.fixture
@@ -1566,6 +1566,71 @@ def test_handles_interleaving_pending_events_index_each_others(
             box.match("bank", f"e{rng.randrange(n + 1)}-0")
     for box in boxes:
         _check_indexes(box)
+
+
+class _Str(str):
+    """A str subclass: make_event takes one for any text field."""
+
+
+def test_events_of_str_subclasses_are_indexed_like_any(ib: Inbox) -> None:
+    # The handle remembers plain str, as the rows read back: the leaf function takes nothing
+    # else (a subclass failed the next catch-up, whoever's operation started it).
+    ib.buffer(make_event(_Str("bank"), _Str("s1"), _Str("Paid"), [[_Str("order"), "A"]], {}))
+    ib.buffer(ev("plain", [["order", "B"]]))
+    got = ib.claim(wt("run-1"))
+    assert got is not None and got.event.id == "s1"
+    _check_indexes(ib)
+
+
+def test_a_handle_forgets_the_pending_events_another_indexed(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a handle remembers stays bounded, and holds no payload, when another handle
+    (a worker that claims, sweeps or checkpoints) indexes its events every time."""
+    monkeypatch.setattr(inbox_core, "INDEX_BATCH", 10)
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    for i in range(40):
+        a.buffer(ev(str(i), [["order", str(i)]], payload={"blob": "x" * 1000}))
+        b.catch_up()
+        assert len(a._own) <= 2
+    assert all(not isinstance(v, bytes) or len(v) <= 32 for e in a._own.values() for v in e)
+    a.buffer(ev("last", [["order", "last"]]))
+    _check_indexes(a)
+
+
+def test_a_retried_transaction_leaves_no_tree_edge_of_its_failed_attempt(
+    stores: StoreFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attempt that indexed (and so left the tree's new right edge for after the commit)
+    and then failed with a retryable error, retried when another handle had stored the same
+    events meanwhile: the retry appends nothing, and the failed attempt's edge must not be
+    taken as the log's (the next append stored wrong tree hashes)."""
+    from store.db import engine
+    from store.inbox.indexing import InboxIndexes
+
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    batch = [ev(str(i), [["order", str(i)]]) for i in range(INDEX_AT_ONCE)]
+    real = InboxIndexes._index_pending
+    step = {"n": 0}
+
+    def failing(self: InboxIndexes, *args: Any, **kw: Any) -> None:
+        real(self, *args, **kw)
+        if self is a and step["n"] == 0:
+            step["n"] = 1
+            raise engine._Again  # what a retryable driver error becomes
+
+    def sleep(seconds: float) -> None:
+        if step["n"] == 1:
+            step["n"] = 2
+            clock.advance(5)  # so that their leaves are not the failed attempt's
+            b.buffer_many(batch)  # another process stores the same events meanwhile
+
+    monkeypatch.setattr(InboxIndexes, "_index_pending", failing)
+    monkeypatch.setattr("store.db.engine.time.sleep", sleep)
+    assert all(o.duplicate for o in a.buffer_many(batch))
+    monkeypatch.undo()
+    a.buffer_many([ev(f"n{i}", [["order", "x"]]) for i in range(INDEX_AT_ONCE)])
+    _check_indexes(a)
 
 
 def test_a_large_batch_indexes_itself_and_the_pending_before_it(
