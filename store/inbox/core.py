@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 from store.api import Append
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
-from store.inbox.indexing import InboxIndexes, Own
+from store.inbox.indexing import InboxIndexes, Own, own_entry
 from store.inbox.reads import MAX_LIMIT, TOP_POSITION, events_past
 from store.inbox.schema import (
     EVENT_COLUMNS,
@@ -83,6 +83,12 @@ class _Taken(Exception):
     """Internal: the event was claimed by somebody else inside a match (roll back the wait)."""
 
 
+def _locks_keys(tx: Tx) -> bool:
+    """Whether the engine takes per-key transaction locks: not with the default
+    :meth:`Dialect.xact_lock`, whose writers are serialised already (SQLite)."""
+    return type(tx.dialect).xact_lock is not Dialect.xact_lock
+
+
 def _check_label(value: object, what: str, limit: int) -> str:
     if (
         not isinstance(value, str)
@@ -113,8 +119,8 @@ class Inbox(InboxIndexes):
         # In sorted order, so that two transactions never wait for each other's keys. The
         # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
         # text cannot hold NUL. A hash collision of two names only serialises more.
-        if type(tx.dialect).xact_lock is Dialect.xact_lock:
-            return  # the engine's default: writers are serialised already (SQLite), no lock
+        if not _locks_keys(tx):
+            return
         names = [
             f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}"
             for ns, value in sorted(set(keys))
@@ -144,7 +150,7 @@ class Inbox(InboxIndexes):
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             written.clear()
             kinds = sorted({e.kind for e in events}) if match else []
-            if type(tx.dialect).xact_lock is not Dialect.xact_lock:  # as _lock_keys: not SQLite
+            if _locks_keys(tx):  # not even the lists where no lock is taken
                 for kind in kinds:
                     self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
             # One statement: the log's row locked, the store clock, and whether anybody waits
@@ -200,21 +206,8 @@ class Inbox(InboxIndexes):
                 ]
                 self._index_pending(tx, size, total, due, own)
             else:
-                # Plain str, as the row reads back (an Event's fields may be str subclasses).
                 written.extend(
-                    (
-                        pos,
-                        (
-                            str(e.source),
-                            str(e.id),
-                            str(e.kind),
-                            keys.decode("utf-8"),
-                            tuple((str(ns), str(v)) for ns, v in e.keys),
-                            digest,
-                            now,
-                            not out[i].matched,
-                        ),
-                    )
+                    (pos, own_entry(e, keys, digest, now, not out[i].matched))
                     for (i, e, pos, digest), (keys, _) in zip(fresh, forms, strict=True)
                 )
                 seen[0] = size

@@ -65,6 +65,21 @@ keys, payload digest, received_at, live: not claimed by its buffer's broadcast p
 ``str`` values, as a row reads back, and not its payload."""
 
 
+def own_entry(event: Event, keys: bytes, digest: bytes, at: int, live: bool) -> Own:
+    """The :data:`Own` of ``event`` as its buffer wrote it (``keys``: its keys' stored JSON):
+    plain ``str``, as the row reads back (an Event's fields may be ``str`` subclasses)."""
+    return (
+        str(event.source),
+        str(event.id),
+        str(event.kind),
+        keys.decode("utf-8"),
+        tuple((str(ns), str(v)) for ns, v in event.keys),
+        digest,
+        at,
+        live,
+    )
+
+
 class InboxIndexes(InboxReads):
     """The writes' shared machinery of one tenant's inbox (module docstring).
 
@@ -345,4 +360,4 @@ class InboxIndexes(InboxReads):
         return TlogProof(ev.position, tuple(hashes), note, raw)
 
 
-__all__ = ["InboxIndexes"]
+__all__ = ["InboxIndexes", "Own", "own_entry"]
