@@ -234,8 +234,6 @@ class InboxIndexes(InboxReads):
         add their leaves and live match rows to ``leaves`` and ``matches`` (and forget them);
         False, adding nothing, otherwise."""
         remembered = self._own
-        if len(remembered) > _OWN_LIMIT:
-            remembered.clear()
         if not all(p in remembered for p in range(size, end)):
             return False
         tenant = self._tenant
