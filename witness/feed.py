@@ -202,20 +202,15 @@ async def _tile_proof(client: TilesClient, old: int, cp: Checkpoint) -> list[byt
     return proof
 
 
-async def feed_log(
-    cosigning: Cosigning, session: aiohttp.ClientSession, config: LogConfig, *, timeout: float
-) -> FeedResult:
-    """One round of feeding the log of ``config`` (which has a tiles URL) to the witness
-    whose checks and commits are ``cosigning`` (module docstring)."""
+async def _served_checkpoint(
+    cosigning: Cosigning,
+    client: TilesClient,
+    config: LogConfig,
+    result: Callable[..., FeedResult],
+) -> tuple[bytes, Checkpoint] | FeedResult:
+    """The checkpoint the log of ``config`` serves, as a note and checked by ``cosigning``'s
+    rules for that log; or the round's result when it cannot be fetched or is refused."""
     origin = config.origin
-    url = config.tiles
-    if url is None:
-        raise ValueError(f"log {origin} has no tiles URL")
-    client = TilesClient(session, url, timeout)
-
-    def result(outcome: str, message: str, **kw: Any) -> FeedResult:
-        return FeedResult(origin, url, outcome, message, tiles=max(0, client.requests - 1), **kw)
-
     try:
         note = await client.get("checkpoint", MAX_NOTE_SIZE)
     except FetchFailed as e:
@@ -234,6 +229,27 @@ async def feed_log(
         cp = cosigning.open_checkpoint(note, config).checkpoint
     except TlogError as e:
         return result("refused", f"the served checkpoint: {e}", status=http_status(e))
+    return note, cp
+
+
+async def feed_log(
+    cosigning: Cosigning, session: aiohttp.ClientSession, config: LogConfig, *, timeout: float
+) -> FeedResult:
+    """One round of feeding the log of ``config`` (which has a tiles URL) to the witness
+    whose checks and commits are ``cosigning`` (module docstring)."""
+    origin = config.origin
+    url = config.tiles
+    if url is None:
+        raise ValueError(f"log {origin} has no tiles URL")
+    client = TilesClient(session, url, timeout)
+
+    def result(outcome: str, message: str, **kw: Any) -> FeedResult:
+        return FeedResult(origin, url, outcome, message, tiles=max(0, client.requests - 1), **kw)
+
+    served = await _served_checkpoint(cosigning, client, config, result)
+    if isinstance(served, FeedResult):
+        return served
+    note, cp = served
     stored = await asyncio.to_thread(cosigning.state.latest, origin)
     old = 0 if stored is None else stored.size
     facts: dict[str, Any] = {"old": old, "size": cp.size}

@@ -200,11 +200,11 @@ class Inbox(InboxIndexes):
                         out[i] = Buffered(e.source, e.id, pos, now, False, w)
             self._grown(total, end)
             if now_too:  # after the matches: an event claimed already gets no match rows
-                own = [
+                indexed_now = [
                     (leaf, () if out[i].matched else e.keys, e)
                     for (i, e, _, _), (_, leaf) in zip(fresh, forms, strict=True)
                 ]
-                self._index_pending(tx, size, total, due, own)
+                self._index_pending(tx, size, total, due, indexed_now)
             else:
                 written.extend(
                     (pos, own_entry(e, keys, digest, now, not out[i].matched))

@@ -191,11 +191,11 @@ class InboxIndexes(InboxReads):
         size: int,
         end: int,
         due: list[tuple[int, list[bytes]]],
-        own: Sequence[tuple[bytes, Sequence[tuple[str, str]], Event]] = (),
+        fresh: Sequence[tuple[bytes, Sequence[tuple[str, str]], Event]] = (),
     ) -> None:
         """Index the pending events at positions ``size`` to ``end`` (the inbox log of stored
         ``size``, its row locked in ``tx``): their leaves, the match rows of those still live,
-        their live-index entries; then the events ``own`` after them, which the caller
+        their live-index entries; then the events ``fresh`` after them, which the caller
         inserted indexed: (leaf, keys to match (none: claimed), event) each. The pending
         events' state cannot change meanwhile: one is claimed or dead-lettered only under that
         lock (by the broadcast path of the buffer that stores it, or indexed first: a claim by
@@ -209,7 +209,7 @@ class InboxIndexes(InboxReads):
             raise CorruptError(
                 f"the inbox holds no event at position {size + len(leaves)}, below {end}"
             )
-        for pos, (leaf, keys, event) in enumerate(own, end):
+        for pos, (leaf, keys, event) in enumerate(fresh, end):
             leaves.append(leaf)
             matches.extend(
                 (tenant, event.kind, ns, v, pos, event.source, event.id) for ns, v in keys
@@ -289,15 +289,15 @@ class InboxIndexes(InboxReads):
         that read the inbox log's stored size ``size``: remember them, and forget those below
         it (indexed by another handle: never looked at again). Positions are remembered in
         increasing order, so the forgotten are the first ones."""
-        own = self._own
-        while own:
-            first = next(iter(own))
+        remembered = self._own
+        while remembered:
+            first = next(iter(remembered))
             if first >= size:
                 break
-            del own[first]
-        own.update(pending)
-        if len(own) > _OWN_LIMIT:  # interleaved with other handles' positions: start over
-            own.clear()
+            del remembered[first]
+        remembered.update(pending)
+        if len(remembered) > _OWN_LIMIT:  # interleaved with other handles' positions: start over
+            remembered.clear()
 
     def _append_leaves(
         self, tx: Tx, size: int, leaves: list[bytes], due: list[tuple[int, list[bytes]]]
