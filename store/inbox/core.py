@@ -89,6 +89,29 @@ def _locks_keys(tx: Tx) -> bool:
     return type(tx.dialect).xact_lock is not Dialect.xact_lock
 
 
+def _placed(
+    events: Sequence[Event], stored: dict[tuple[str, str], tuple[int, int]], total: int, now: int
+) -> tuple[list[Buffered], list[tuple[int, Event, int, bytes]]]:
+    """What buffering ``events`` at ``now`` gives each, in an inbox of ``total`` events of
+    which ``stored`` ((source, id) -> (position, received_at)) holds the batch's stored ones:
+    a duplicate (of a stored event or of an earlier one of the batch: the first arrival's
+    position and time), or the next position. Returns the answers and the new events as
+    (index in the answers, event, position, payload digest); ``stored`` gains the new."""
+    out: list[Buffered] = []
+    fresh: list[tuple[int, Event, int, bytes]] = []
+    for e in events:
+        pair = (e.source, e.id)
+        first = stored.get(pair)
+        if first is not None:
+            out.append(Buffered(e.source, e.id, first[0], first[1], True))
+            continue
+        position = total + len(fresh)
+        stored[pair] = (position, now)
+        fresh.append((len(out), e, position, e.payload_sha256))
+        out.append(Buffered(e.source, e.id, position, now, False))
+    return out, fresh
+
+
 def _check_label(value: object, what: str, limit: int) -> str:
     if (
         not isinstance(value, str)
@@ -166,18 +189,7 @@ class Inbox(InboxIndexes):
             size, total, now, waited, stored = self._lock_log_waits(tx, kinds, one)
             if stored is None:
                 stored = self._stored_positions(tx, {(e.source, e.id) for e in events})
-            out: list[Buffered] = []
-            fresh: list[tuple[int, Event, int, bytes]] = []  # (index in out, …)
-            for e in events:
-                pair = (e.source, e.id)
-                first = stored.get(pair)
-                if first is not None:
-                    out.append(Buffered(e.source, e.id, first[0], first[1], True))
-                    continue
-                position = total + len(fresh)
-                stored[pair] = (position, now)
-                fresh.append((len(out), e, position, e.payload_sha256))
-                out.append(Buffered(e.source, e.id, position, now, False))
+            out, fresh = _placed(events, stored, total, now)
             if not fresh:
                 return out
             end = total + len(fresh)
