@@ -77,9 +77,13 @@ class InboxReads:
 
     def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
         if not self._ready:
-            present = self._store._read(schema.exists)
+            present, version = self._store._read(schema.stored_version)
             if not present:
                 return empty
+            if version != schema.SCHEMA_VERSION:
+                # Upgraded (or refused) as a write would: a handle whose first call reads
+                # must not go on to write to a schema it never checked.
+                self._ensure()
             self._ready = True
         return self._store._read(fn)
 

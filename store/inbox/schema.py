@@ -170,6 +170,15 @@ def exists(tx: Tx) -> bool:
     return row is not None and bool(row[0])
 
 
+def stored_version(tx: Tx) -> tuple[bool, object]:
+    """(whether the inbox's tables exist, its stored schema version as stored: None when
+    there is none)."""
+    if not exists(tx):
+        return False, None
+    row = tx.one("SELECT schema_version FROM inbox_meta WHERE singleton = 1")
+    return True, None if row is None else row[0]
+
+
 def create(tx: Tx) -> None:
     """Create the schema (idempotent; under the engine's init lock) and check its version.
     Requires: a write transaction."""
@@ -226,4 +235,5 @@ __all__ = [
     "check_version",
     "create",
     "exists",
+    "stored_version",
 ]

@@ -1459,7 +1459,8 @@ def test_a_delivery_and_a_restore_index_the_pending_events_before_their_own(
     assert ib.checkpoint().root == tree.root(2)
 
 
-def test_a_version_1_inbox_is_upgraded_on_first_use(stores: StoreFactory) -> None:
+@pytest.mark.parametrize("read_first", [False, True], ids=["write-first", "read-first"])
+def test_a_version_1_inbox_is_upgraded_on_first_use(stores: StoreFactory, read_first: bool) -> None:
     """A store whose inbox was made by version 1 (no ``indexed``; a live index without it)
     is upgraded in place: its events are indexed, and everything works on."""
     store = stores.open()
@@ -1480,12 +1481,30 @@ def test_a_version_1_inbox_is_upgraded_on_first_use(stores: StoreFactory) -> Non
 
     sql._write(downgrade)
     again = inbox_of(stores.open())
+    if read_first:  # a handle whose first call reads checks (and upgrades) all the same
+        assert again.counts().live == 2
     assert again.buffer(ev("3", [["order", "3"]])).position == 2
     got = again.claim(wt("run-1", [["order", "1"]]))
     assert got is not None and got.event.id == "1"
     assert again.sweep(2**40) == 2
     assert again.checkpoint().size == 3
     assert sql._read(lambda tx: tx.one("SELECT schema_version FROM inbox_meta")) == (2,)
+
+
+@pytest.mark.parametrize("read_first", [False, True], ids=["write-first", "read-first"])
+def test_an_inbox_of_a_newer_schema_is_refused(stores: StoreFactory, read_first: bool) -> None:
+    """A schema this code does not know is refused with a one-line UsageError, whether the
+    handle's first call reads or writes, and nothing is written."""
+    store = stores.open()
+    inbox_of(store).buffer(ev("1"))
+    cast(SQLStore, store)._write(lambda tx: tx.execute("UPDATE inbox_meta SET schema_version = 3"))
+    again = inbox_of(stores.open())
+    with pytest.raises(UsageError, match="schema version is 3"):
+        if read_first:
+            again.counts()
+        again.buffer(ev("2"))
+    rows = cast(SQLStore, store)._read(lambda tx: tx.all("SELECT id FROM inbox_event"))
+    assert rows == [("1",)]
 
 
 def test_a_gap_below_the_pending_events_is_corruption(
