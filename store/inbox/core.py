@@ -71,11 +71,11 @@ MAX_REASON = 500
 
 _OLDEST_WAIT = (
     "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-    " AND namespace = ? AND value = ? ORDER BY number LIMIT 1"
+    " AND namespace = ? AND value = ? AND number > ? ORDER BY number LIMIT 1"
 )
 _OLDEST_EVENT = (
     "SELECT position, source, id FROM inbox_match WHERE tenant = ? AND kind = ?"
-    " AND namespace = ? AND value = ? ORDER BY position LIMIT 1"
+    " AND namespace = ? AND value = ? AND position > ? ORDER BY position LIMIT 1"
 )
 
 
@@ -364,13 +364,19 @@ class Inbox(InboxIndexes):
         """Claim live ``ev`` for the oldest wait of its kind on any of its keys, retiring the
         wait; None when nobody waits. Raises :class:`_Taken` when ``ev`` was claimed by
         somebody else meanwhile (the caller rolls back)."""
+        after = -1
         while True:
             # By number alone (a wait's own; unique in a key's range): the first entry of
             # inbox_wait_match's range, not a sort of every wait on the key.
-            best = self._oldest(tx, _OLDEST_WAIT, ev.kind, ev.keys, "wait number")
+            best = self._oldest(tx, _OLDEST_WAIT, ev.kind, ev.keys, "wait number", after)
             if best is None:
                 return None
-            _, run, effect = best
+            number, run, effect = best
+            if self._holds_for(tx, run, effect):
+                # Satisfied by a targeted delivery, which keeps its wait (see deliver): it
+                # gets no second event. The walk goes on past it, in registration order.
+                after = number
+                continue
             waits = self._wait_rows(tx, run, effect)
             gone = self._retire_wait(tx, run, effect)
             if gone == 0 or not waits:
@@ -378,6 +384,16 @@ class Inbox(InboxIndexes):
             if not self._claim_row(tx, ev, run, effect, now):
                 raise _Taken
             return waits[0]
+
+    def _holds_for(self, tx: Tx, run: str, effect: str) -> bool:
+        """Whether ``run`` holds an event claimed for its wait ``effect`` (a walk of the run's
+        held events: a few)."""
+        row = tx.one(
+            f"SELECT 1 FROM inbox_event{tx.dialect.indexed_by('inbox_event_held')}"  # noqa: S608
+            " WHERE tenant = ? AND claimed_by = ? AND held AND claimed_for = ? LIMIT 1",
+            (self._tenant, run, effect),
+        )
+        return row is not None
 
     def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, effect: str, now: int) -> bool:
         """Claim live ``ev`` for ``run``'s wait ``effect`` (the arbiter); drop its match rows
@@ -435,6 +451,13 @@ class Inbox(InboxIndexes):
 
     def _register(self, tx: Tx, wait: Wait) -> bool:
         tenant = self._tenant
+        if _locks_keys(tx):
+            # Two registrations of one (run, effect key) with different kinds or keys share
+            # no key lock; this lock (taken after the key locks, as every holder of it does)
+            # makes the second wait for the first and then find its rows.
+            tx.dialect.xact_locks(
+                tx, [f"inbox-wait\x1f{tenant}\x1f{wait.run}\x1f{wait.effect_key}"], shared=False
+            )
         if tx.one(
             "SELECT 1 FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ? LIMIT 1",
             (tenant, wait.run, wait.effect_key),
@@ -535,13 +558,20 @@ class Inbox(InboxIndexes):
         )
 
     def _oldest(
-        self, tx: Tx, select: str, kind: str, keys: Sequence[tuple[str, str]], what: str
+        self,
+        tx: Tx,
+        select: str,
+        kind: str,
+        keys: Sequence[tuple[str, str]],
+        what: str,
+        after: int = -1,
     ) -> tuple[int, str, str] | None:
-        """The smallest (ordinal, text, text) row ``select`` gives over ``keys`` of ``kind``:
-        one indexed ``LIMIT 1`` per key (the oldest event or wait on any of them)."""
+        """The smallest (ordinal, text, text) row ``select`` gives over ``keys`` of ``kind``
+        whose ordinal is above ``after``: one indexed ``LIMIT 1`` per key (the oldest event
+        or wait on any of them)."""
         best: tuple[int, str, str] | None = None
         for ns, value in keys:
-            row = tx.one(select, (self._tenant, kind, ns, value))
+            row = tx.one(select, (self._tenant, kind, ns, value, after))
             if row is not None:
                 cand = (stored_int(row[0], what), str(row[1]), str(row[2]))
                 if best is None or cand < best:
@@ -554,7 +584,7 @@ class Inbox(InboxIndexes):
         """Deliver ``event`` to the named ``run``: when the run has a wait of the event's kind
         on one of its keys, the event is buffered (a new position in the log) already claimed
         by the run, and the wait is **not** retired (a retried delivery rebuilds its answer
-        from it). A retry of a delivery that was made is ``matched`` again; an event buffered
+        from it), though it gets no second event (the broadcast path passes it by). A retry of a delivery that was made is ``matched`` again; an event buffered
         before for somebody else is ``duplicate``; a run that does not wait for it is
         ``not-waiting`` and nothing is stored."""
         try:
@@ -575,12 +605,17 @@ class Inbox(InboxIndexes):
             chosen = next((w for w in stored_waits(rows) if set(w.keys) & set(event.keys)), None)
             if chosen is None:
                 return Targeted("duplicate" if existing is not None else "not-waiting")
+            if existing is None:
+                now = self._now(tx)
+                size = self._index_rest(tx, self._log._lock_log(tx), due)
+                # Looked up again under the log's lock, which every insert into inbox_event
+                # holds: a buffer sharing no key lock with this delivery may have stored the
+                # event after the first look (PostgreSQL), and it is then a duplicate.
+                existing = self._event(tx, event.source, event.id)
             if existing is not None:
                 if existing.claimed_by == run:
                     return Targeted("matched", chosen, existing.position)
                 return Targeted("duplicate")
-            now = self._now(tx)
-            size = self._index_rest(tx, self._log._lock_log(tx), due)
             tx.execute(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
                 " payload_hash, received_at, claimed_by, claimed_at, held, dead, claimed_for)"

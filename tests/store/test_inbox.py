@@ -35,6 +35,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -597,6 +598,88 @@ def test_a_targeted_delivery_to_a_waiting_run_is_matched_and_keeps_the_wait(
     accounted(ib)
 
 
+@pytest.mark.parametrize("path", ["buffer", "match"])
+def test_a_wait_kept_by_a_targeted_delivery_gets_no_second_event(ib: Inbox, path: str) -> None:
+    """The delivery keeps its wait (for its retries); an event arriving later on its keys
+    is not claimed for it — one wait, one event — but for the next wait in registration
+    order, or stays live for a later one."""
+    ib.subscribe(wt("run-1", [["order", "A"]]))
+    assert ib.deliver("run-1", ev("1", [["order", "A"]])).status == "matched"
+
+    def arrive(e: Event) -> Wait | None:
+        if path == "buffer":
+            return ib.buffer(e).matched
+        ib.buffer(e, match=False)
+        return ib.match(e.source, e.id)
+
+    assert arrive(ev("2", [["order", "A"]])) is None
+    assert state(ib, "bank", "2").claimed_by is None
+    ib.subscribe(wt("run-2", [["order", "A"]]))
+    got = arrive(ev("3", [["order", "A"]]))
+    assert got is not None and got.run == "run-2"
+    # a retried delivery is still matched, and run-1's wait holds only its delivered event
+    assert ib.deliver("run-1", ev("1", [["order", "A"]])).status == "matched"
+    again = ib.wait(wt("run-1", [["order", "A"]]))
+    assert again is not None and again.recovered and again.event.id == "1"
+    live = ib.claim(wt("run-3", [["order", "A"]]))
+    assert live is not None and live.event.id == "2"
+    accounted(ib)
+
+
+def _slowed(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, seconds: float) -> None:
+    """Make ``owner.name`` sleep ``seconds`` before it runs, in its first call only: a window
+    for another handle to act in the middle of a transaction."""
+    real = getattr(owner, name)
+    calls = itertools.count()
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        if next(calls) == 0:
+            time.sleep(seconds)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(owner, name, slow)
+
+
+def test_two_registrations_of_one_wait_at_once_register_it_once(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two subscribes of one (run, effect key) on two handles, their keys and kinds
+    different (no key lock in common), the first held up inside its transaction: the
+    second waits for it and finds the wait registered."""
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    a.subscribe(wt("warm-up"))
+    _slowed(monkeypatch, inbox_core, "next_counter", 0.4)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(a.subscribe, wt("run-1", [["order", "A"]]))
+        time.sleep(0.15)
+        second = b.subscribe(wt("run-1", [["order", "B"]], kind="Shipped"))
+        assert sorted([first.result(), second]) == [False, True]
+    mine = [w for w in a.waiting(10) if w.run == "run-1"]
+    assert len(mine) == 1 and a.counts().waits == 2
+
+
+def test_a_delivery_racing_a_buffer_of_its_event_is_a_duplicate(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A targeted delivery whose event is buffered by another handle (no key lock in common:
+    match=False) after the delivery first looked for it: a duplicate, never a database error
+    or a second row."""
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    a.subscribe(wt("run-1", [["order", "A"]]))
+    _slowed(monkeypatch, a, "_now", 0.4)  # between the first look and the log's lock
+    with ThreadPoolExecutor(1) as pool:
+        delivered = pool.submit(a.deliver, "run-1", ev("1", [["order", "A"]]))
+        time.sleep(0.15)
+        buffered = b.buffer(ev("1", [["order", "A"]]), match=False)
+        outcome = delivered.result()
+    if buffered.duplicate:  # the delivery went first (SQLite: one writer at a time)
+        assert outcome.status == "matched"
+    else:
+        assert outcome.status == "duplicate"
+    assert a.counts().size == 1
+    accounted(a)
+
+
 def test_a_targeted_delivery_of_somebody_elses_event_is_a_duplicate(ib: Inbox) -> None:
     ib.subscribe(wt("run-1"))
     ib.subscribe(wt("run-2"))
@@ -849,7 +932,8 @@ def test_sweep_and_claims_walk_their_indexes(
         expect = {
             "sweep": "inbox_event USING INDEX inbox_event_live",
             "claim": "SEARCH inbox_match USING",
-            "waiter": "INDEX inbox_wait_match (tenant=? AND kind=? AND namespace=? AND value=?)",
+            "waiter": "INDEX inbox_wait_match (tenant=? AND kind=? AND namespace=? AND value=?"
+            " AND number>?)",
             "dead": "USING INDEX inbox_event_dead (tenant=?)",
             "held": "USING INDEX inbox_event_held (tenant=? AND claimed_by=?)",
             "reclaim": "USING INDEX inbox_event_held (tenant=? AND claimed_by=?)",
@@ -868,8 +952,8 @@ def test_sweep_and_claims_walk_their_indexes(
     for name, plan in plans.items():
         assert expect[name] in plan, (name, plan)
         assert not any(s in plan for s in scans), (name, plan)
-    if backend.db is not None:  # the match range is bounded on all four of its key columns
-        assert "(tenant=? AND kind=? AND namespace=? AND value=?)" in plans["claim"]
+    if backend.db is not None:  # the match range is bounded on all five of its key columns
+        assert "(tenant=? AND kind=? AND namespace=? AND value=? AND position>?)" in plans["claim"]
 
 
 # =============================================================================================
