@@ -123,16 +123,28 @@ _ENTRY_FIELDS = frozenset({"id", "keys", "kind", "payload_sha256", "received_at"
 _DELIVERY_FIELDS = frozenset({"id", "keys", "kind", "payload_sha256", "position", "source"})
 
 
-def check_label(value: object, what: str) -> str:
-    """A sender's message ID, a key's namespace or value: 1..256 characters, no control
-    character (below U+0020, or U+007F)."""
+def check_label(value: object, what: str, limit: int = 256) -> str:
+    """A sender's message ID, a key's namespace or value, a dead-letter reason: 1..``limit``
+    characters of Unicode text (no lone surrogate: it has no UTF-8 spelling, so no database
+    and no JSON could keep it), no control character (below U+0020, or U+007F)."""
     if (
         not isinstance(value, str)
-        or not 1 <= len(value) <= 256
+        or not 1 <= len(value) <= limit
         or any(c < " " or c == "\x7f" for c in value)
+        or (not value.isascii() and not _encodable(value))
     ):
-        raise MalformedError(f"{what} must be 1-256 characters without control characters")
+        raise MalformedError(
+            f"{what} must be 1-{limit} characters of text without control characters"
+        )
     return value
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_keys(keys: object, what: str = "correlation keys") -> tuple[tuple[str, str], ...]:

@@ -29,7 +29,13 @@ from store.api import Append
 from store.db import Dialect, Tx, check_int
 from store.errors import CorruptError, FencedError
 from store.inbox.indexing import InboxIndexes, Own, own_entry
-from store.inbox.reads import MAX_LIMIT, TOP_POSITION, events_past
+from store.inbox.reads import (
+    MAX_LIMIT,
+    TOP_POSITION,
+    checked_identity,
+    checked_run,
+    events_past,
+)
 from store.inbox.schema import (
     EVENT_COLUMNS,
     INDEX_AT_ONCE,
@@ -43,6 +49,7 @@ from store.inbox.values import (
     StoredEvent,
     Targeted,
     Wait,
+    make_wait,
     stored_event,
     stored_waits,
 )
@@ -53,11 +60,12 @@ from tlog.inbox import (
     Entry,
     Event,
     buffered_encodings,
+    check_label,
     delivery_data,
     keys_json,
     make_event,
 )
-from tlog.journal import Record, check_effect_key, check_run_id
+from tlog.journal import Record, check_effect_key
 
 if TYPE_CHECKING:
     from store.sql import SQLStore
@@ -113,13 +121,10 @@ def _placed(
 
 
 def _check_label(value: object, what: str, limit: int) -> str:
-    if (
-        not isinstance(value, str)
-        or not 1 <= len(value) <= limit
-        or any(c < " " or c == "\x7f" for c in value)
-    ):
-        raise UsageError(f"{what} must be 1-{limit} characters without control characters")
-    return value
+    try:
+        return check_label(value, what, limit)
+    except MalformedError as e:
+        raise UsageError(str(e)) from None
 
 
 class Inbox(InboxIndexes):
@@ -162,6 +167,8 @@ class Inbox(InboxIndexes):
     def buffer_many(self, events: Sequence[Event], *, match: bool = True) -> list[Buffered]:
         """:meth:`buffer` of each of ``events``, atomically, in order (an event twice in the
         batch: the second is a duplicate)."""
+        if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+            raise UsageError(f"buffer_many takes a list of Events, not {type(events).__name__}")
         for e in events:
             _checked_event(e, "buffer")
         if not events:
@@ -419,6 +426,7 @@ class Inbox(InboxIndexes):
         """Claim the buffered event (source, id) for the oldest wait of its kind on any of its
         keys, retiring that wait in the same transaction (the broadcast path); None when
         nobody waits, or the event is unknown, claimed or dead."""
+        checked_identity(source, id)
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Wait | None:
             ev = self._event(tx, source, id)
@@ -584,13 +592,11 @@ class Inbox(InboxIndexes):
         """Deliver ``event`` to the named ``run``: when the run has a wait of the event's kind
         on one of its keys, the event is buffered (a new position in the log) already claimed
         by the run, and the wait is **not** retired (a retried delivery rebuilds its answer
-        from it), though it gets no second event (the broadcast path passes it by). A retry of a delivery that was made is ``matched`` again; an event buffered
-        before for somebody else is ``duplicate``; a run that does not wait for it is
-        ``not-waiting`` and nothing is stored."""
-        try:
-            check_run_id(run)
-        except MalformedError as e:
-            raise UsageError(str(e)) from None
+        from it), though it gets no second event (the broadcast path passes it by). A retry
+        of a delivery that was made is ``matched`` again; an event buffered before for
+        somebody else is ``duplicate``; a run that does not wait for it is ``not-waiting``
+        and nothing is stored."""
+        checked_run(run)
         _checked_event(event, "deliver")
         tenant = self._tenant
 
@@ -651,6 +657,8 @@ class Inbox(InboxIndexes):
         resumed on it. The event must be claimed by ``run`` (UsageError otherwise). Idempotent:
         when the delivery was journaled already, that record is returned and nothing is
         written."""
+        checked_run(run)
+        checked_identity(source, id)
         check_int(epoch, "epoch", 1)
 
         def work(tx: Tx) -> Record:
@@ -694,12 +702,12 @@ class Inbox(InboxIndexes):
         journaled by then): each keeps its identity, claim and accounting, and is no longer
         held, so a later wait of the run cannot re-claim it. Returns (wait rows removed,
         payloads shed)."""
-        try:
-            check_run_id(run)
-            if effect_key is not None:
+        checked_run(run)
+        if effect_key is not None:
+            try:
                 check_effect_key(effect_key)
-        except MalformedError as e:
-            raise UsageError(str(e)) from None
+            except MalformedError as e:
+                raise UsageError(str(e)) from None
 
         def work(tx: Tx) -> tuple[int, int]:
             scope, params = (
@@ -721,6 +729,7 @@ class Inbox(InboxIndexes):
     def erase(self, source: str, id: str) -> bool:
         """Strip the payload of event (source, id), keeping its identity, claim, dead-letter
         fields and its place in the log (every receipt stays valid); False when unknown."""
+        checked_identity(source, id)
 
         def work(tx: Tx) -> bool:
             return (
@@ -799,8 +808,18 @@ def _checked_event(event: object, verb: str) -> Event:
 
 
 def _checked_wait(wait: object) -> Wait:
+    """``wait`` when it is a Wait whose fields :func:`make_wait` accepts as they are (a
+    hand-built one could hold a run ID no export can name, a negative step, no key, or keys
+    out of order); UsageError otherwise."""
     if not isinstance(wait, Wait):
         raise UsageError(f"a wait is a Wait (store.inbox.make_wait), not {type(wait).__name__}")
+    same = make_wait(
+        wait.run, wait.effect_key, wait.kind, wait.keys, case=wait.case, step=wait.step
+    )
+    if same.keys != wait.keys:
+        raise UsageError(
+            f"wait {wait.run}/{wait.effect_key}: keys are not in canonical order (make_wait)"
+        )
     return wait
 
 

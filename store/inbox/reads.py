@@ -17,7 +17,9 @@ from store.inbox import schema
 from store.inbox.schema import EVENT_COLUMNS, WAIT_COLUMNS
 from store.inbox.values import InboxCounts, StoredEvent, Wait, stored_event, stored_waits
 from store.schema import stored_int
-from tlog.inbox import MAX_KEYS
+from tlog.errors import MalformedError, UsageError
+from tlog.inbox import MAX_KEYS, check_label
+from tlog.journal import check_run_id
 
 if TYPE_CHECKING:
     from store.sql import SQLStore
@@ -40,6 +42,24 @@ def events_past(size: int, top: object) -> int:
 
 def _limit(limit: int) -> int:
     return check_int(limit, "limit", 1, MAX_LIMIT)
+
+
+def checked_identity(source: object, id: object) -> None:
+    """UsageError unless (``source``, ``id``) could name a buffered event (each a label:
+    :func:`tlog.inbox.check_label`): a lookup of anything else is a caller's mistake."""
+    try:
+        check_label(source, "an event's source")
+        check_label(id, "an event's id")
+    except MalformedError as e:
+        raise UsageError(str(e)) from None
+
+
+def checked_run(run: object) -> None:
+    """UsageError unless ``run`` is a run ID (:func:`tlog.journal.check_run_id`)."""
+    try:
+        check_run_id(run)  # type: ignore[arg-type]  # checked there: any value may come
+    except MalformedError as e:
+        raise UsageError(str(e)) from None
 
 
 class InboxReads:
@@ -125,6 +145,7 @@ class InboxReads:
 
     def get(self, source: str, id: str) -> StoredEvent | None:
         """The stored event (source, id), or None."""
+        checked_identity(source, id)
         return self._read(lambda tx: self._event(tx, source, id), None)
 
     def dead_letters(self, limit: int, before: int | None = None) -> list[StoredEvent]:
@@ -166,6 +187,7 @@ class InboxReads:
 
     def held(self, run: str) -> list[StoredEvent]:
         """The events ``run`` holds claimed (claimed, not yet unsubscribed), oldest first."""
+        checked_run(run)
 
         def work(tx: Tx) -> list[StoredEvent]:
             rows = tx.all(
@@ -181,6 +203,7 @@ class InboxReads:
     def events(self, after: int = -1, limit: int = 1000) -> list[StoredEvent]:
         """Events in log (arrival) order, from position ``after`` + 1, at most ``limit``."""
         _limit(limit)
+        check_int(after, "after", -1)
 
         def work(tx: Tx) -> list[StoredEvent]:
             rows = tx.all(

@@ -32,6 +32,7 @@ Time is the store's injected :class:`~tests.store.helpers.FakeClock`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sqlite3
 import threading
@@ -365,6 +366,72 @@ def test_a_bad_wait_is_refused(ib: Inbox, bad: dict[str, Any]) -> None:
     with pytest.raises(UsageError):
         ib.subscribe(cast(Wait, bad))
     assert ib.counts().waits == 0
+
+
+_GOOD_WAIT = Wait("run-1", "e1", "Paid", (("order", "A"),))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"run": "run/1"},
+        {"effect_key": ""},
+        {"kind": "1K"},
+        {"keys": ()},
+        {"keys": (("order", "B"), ("order", "A"))},  # out of canonical order
+        {"keys": (("order", "\x00"),)},
+        {"keys": (("order", "\ud800"),)},
+        {"keys": [["order", "A"]]},  # lists, not the tuples make_wait gives
+        {"step": -1},
+        {"step": 2**64},
+        {"case": "a b"},
+    ],
+)
+def test_a_hand_built_wait_is_checked_as_make_wait_checks(
+    ib: Inbox, fields: dict[str, Any]
+) -> None:
+    """A Wait built by hand, not by make_wait, is checked as make_wait would check its
+    fields: a one-line UsageError, nothing stored, the wait counter untouched."""
+    bad = dataclasses.replace(_GOOD_WAIT, **fields)
+    for verb in (ib.subscribe, ib.wait, ib.claim):
+        with pytest.raises(UsageError) as caught:
+            verb(bad)
+        assert "\n" not in str(caught.value)
+    assert ib.counts().waits == 0
+    assert ib.subscribe(_GOOD_WAIT) and ib.waiting(10)[0].number == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ib: ib.get(["a"], "1"),
+        lambda ib: ib.get("bank", "\ud800"),
+        lambda ib: ib.get("bank", ""),
+        lambda ib: ib.erase("bank", 1),
+        lambda ib: ib.match("bank", None),
+        lambda ib: ib.receipt(b"bank", "1"),
+        lambda ib: ib.held(["run-1"]),
+        lambda ib: ib.held("run/1"),
+        lambda ib: ib.journal_delivery(["run-1"], 1, "bank", "1"),
+        lambda ib: ib.journal_delivery("run-1", 1, "bank", "\udc00"),
+        lambda ib: ib.events(after=2**64),
+        lambda ib: ib.events(after="x"),
+        lambda ib: ib.events(after=-2),
+        lambda ib: ib.buffer_many(None),
+        lambda ib: ib.buffer_many(ev("1")),
+        lambda ib: ib.sweep(0, "bad \udc00"),
+        lambda ib: ib.subscribe(make_wait("run-1", "e1", "Paid", [["order", "\ud800"]])),
+        lambda ib: ib.unsubscribe("run-1", ""),
+    ],
+)
+def test_a_callers_mistake_is_a_one_line_usage_error(ib: Inbox, call: Any) -> None:
+    """Values no stored event, run or position could have are the caller's mistake: a
+    one-line UsageError, never a driver's error or a raw exception."""
+    ib.buffer(ev("1"))
+    with pytest.raises(UsageError) as caught:
+        call(ib)
+    assert "\n" not in str(caught.value)
+    assert ib.counts().size == 1
 
 
 # =============================================================================================

@@ -58,6 +58,7 @@ from tlog.inbox import (
     MAX_PAYLOAD,
     Entry,
     check_keys,
+    check_label,
     delivery_of,
     inbox_origin,
     payload_hash,
@@ -203,7 +204,11 @@ def parse_event_line(n: int, data: bytes, position: int, inbox: InboxItem) -> Ev
             raise ExportFormatError(n, f"{what}: held is true or false")
     reason = dead_at = None
     if dead:
-        reason = _checked(n, what, lambda: check_label_up_to(obj["dead_reason"], MAX_DEAD_REASON))
+        reason = _checked(
+            n,
+            what,
+            lambda: check_label(obj["dead_reason"], "a dead-letter reason", MAX_DEAD_REASON),
+        )
         dead_at = _int(obj, "dead_at", n, what)
     delivered = None
     if "delivered_seq" in obj:
@@ -214,19 +219,6 @@ def parse_event_line(n: int, data: bytes, position: int, inbox: InboxItem) -> Ev
         position, entry, raw, None, claimed_by, claimed_at, held, reason, dead_at, delivered, n,
         claimed_for,
     )  # fmt: skip
-
-
-def check_label_up_to(value: object, limit: int) -> str:
-    """A dead-letter reason: 1..``limit`` characters, no control character."""
-    if (
-        not isinstance(value, str)
-        or not 1 <= len(value) <= limit
-        or any(c < " " or c == "\x7f" for c in value)
-    ):
-        raise MalformedError(
-            f"a dead-letter reason is 1-{limit} characters without control characters"
-        )
-    return value
 
 
 def parse_payload_line(n: int, data: bytes, position: int) -> bytes:
@@ -633,7 +625,6 @@ __all__ = [
     "Deliveries",
     "Delivery",
     "InboxVerifier",
-    "check_label_up_to",
     "event_line",
     "inbox_keys",
     "parse_event_line",
