@@ -18,6 +18,11 @@ in sorted order (:meth:`Dialect.xact_lock`: advisory locks on PostgreSQL; SQLite
 writers anyway). That closes the one race the arbiters cannot: a wait registering while an
 event with its key arrives, each not yet seeing the other's row, which would leave a live event
 beside a waiting run. With the lock one of them commits first and the other sees it.
+
+A run sealed in the journal takes no more records, so it can resume on no event: its
+``subscribe``, ``wait``, ``claim`` and ``deliver`` raise :class:`~store.errors.RunSealedError`
+(a retried delivery it got before is still answered), and the broadcast path retires a wait
+whose run was sealed after it registered and passes the event on.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
 from store.db import Dialect, Tx, check_int
-from store.errors import CorruptError, FencedError
+from store.errors import CorruptError, FencedError, RunSealedError
 from store.inbox.indexing import InboxIndexes, Own, own_entry
 from store.inbox.reads import (
     MAX_LIMIT,
@@ -384,6 +389,11 @@ class Inbox(InboxIndexes):
                 # gets no second event. The walk goes on past it, in registration order.
                 after = number
                 continue
+            if self._seal_outcome(tx, run) is not None:
+                # Sealed since it registered: it can resume on nothing, so it is retired,
+                # and the event goes to the next wait.
+                self._retire_wait(tx, run, effect)
+                continue
             waits = self._wait_rows(tx, run, effect)
             gone = self._retire_wait(tx, run, effect)
             if gone == 0 or not waits:
@@ -391,6 +401,20 @@ class Inbox(InboxIndexes):
             if not self._claim_row(tx, ev, run, effect, now):
                 raise _Taken
             return waits[0]
+
+    def _seal_outcome(self, tx: Tx, run: str) -> str | None:
+        """The outcome ``run`` is sealed with in the journal, or None while it is open."""
+        row = tx.one(
+            "SELECT outcome FROM run_seal WHERE tenant = ? AND run = ?", (self._tenant, run)
+        )
+        return None if row is None else str(row[0])
+
+    def _refuse_sealed(self, tx: Tx, run: str) -> None:
+        """RunSealedError when ``run`` is sealed: a sealed run takes no more records, so it
+        can wait for, claim or be delivered no event (it could never resume on it)."""
+        outcome = self._seal_outcome(tx, run)
+        if outcome is not None:
+            raise RunSealedError(run, outcome)
 
     def _holds_for(self, tx: Tx, run: str, effect: str) -> bool:
         """Whether ``run`` holds an event claimed for its wait ``effect`` (a walk of the run's
@@ -453,6 +477,7 @@ class Inbox(InboxIndexes):
 
         def work(tx: Tx) -> bool:
             self._lock_keys(tx, wait.kind, wait.keys)
+            self._refuse_sealed(tx, wait.run)
             return self._register(tx, wait)
 
         return self._write(work)
@@ -505,6 +530,7 @@ class Inbox(InboxIndexes):
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
+            self._refuse_sealed(tx, wait.run)
             self._caught_up(tx, due)
             return self._claim_for(tx, wait, self._now(tx))
 
@@ -518,6 +544,7 @@ class Inbox(InboxIndexes):
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
+            self._refuse_sealed(tx, wait.run)
             self._caught_up(tx, due)
             got = self._claim_for(tx, wait, self._now(tx))
             if got is None:
@@ -603,6 +630,8 @@ class Inbox(InboxIndexes):
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Targeted:
             self._lock_keys(tx, event.kind, event.keys)
             existing = self._event(tx, event.source, event.id, lock=True)
+            if existing is None or existing.claimed_by != run:  # a retry is answered
+                self._refuse_sealed(tx, run)
             rows = tx.all(
                 f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ? AND run = ? AND kind = ?"  # noqa: S608
                 " ORDER BY number, effect_key, namespace, value",

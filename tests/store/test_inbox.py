@@ -368,6 +368,38 @@ def test_a_bad_wait_is_refused(ib: Inbox, bad: dict[str, Any]) -> None:
     assert ib.counts().waits == 0
 
 
+def test_a_sealed_run_waits_for_claims_and_is_delivered_nothing(
+    store: JournalStore, ib: Inbox
+) -> None:
+    """A sealed run takes no more records, so it could never resume on an event: its waits
+    and claims are refused (the store's rules: RunSealedError), and a wait it registered
+    before it was sealed is passed by, its event going to the next wait."""
+    from store.errors import RunSealedError
+
+    epochs = {}
+    for run in ("run-1", "run-2"):
+        epochs[run] = store.acquire(run, "worker", 60).epoch
+        store.append(epochs[run], [Append(run, "Started")])
+    ib.subscribe(wt("run-2", [["order", "B"]]))
+    delivered = (
+        ib.deliver("run-1", ev("0", [["order", "A"]])) if ib.subscribe(wt("run-1")) else None
+    )
+    assert delivered is not None and delivered.status == "matched"
+    for run in ("run-1", "run-2"):
+        store.seal(run, epochs[run], "ok")
+    ib.buffer(ev("1", [["order", "A"]]))
+    for verb in (ib.subscribe, ib.wait, ib.claim):
+        with pytest.raises(RunSealedError):
+            verb(wt("run-1", effect="e2"))
+    with pytest.raises(RunSealedError):
+        ib.deliver("run-1", ev("2", [["order", "A"]]))
+    assert ib.deliver("run-1", ev("0", [["order", "A"]])) == delivered  # a retry: answered
+    assert ib.buffer(ev("3", [["order", "B"]])).matched is None  # run-2's wait is passed by
+    assert [w.run for w in ib.waiting(10)] == ["run-1"]  # run-2's is retired; run-1's kept
+    assert state(ib, "bank", "3").state == "live"
+    accounted(ib)
+
+
 _GOOD_WAIT = Wait("run-1", "e1", "Paid", (("order", "A"),))
 
 
