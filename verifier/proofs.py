@@ -474,12 +474,14 @@ def _verify_receipt(
 def _check_event(report: Report, path: str, entry: Entry) -> None:
     """The event file (JSON form) is the one the entry commits to."""
     raw = read_input(path, 2 * MAX_PAYLOAD + MAX_ENTRY_SIZE, "the event")
+    # The event file is the auditor's, as a key or a policy is: one that does not parse
+    # leaves nothing to check the receipt against (UNUSABLE), it does not make it INVALID.
     try:
         ev = event_from_json(parse_json(raw.decode("utf-8")))
     except UnicodeDecodeError:
-        raise _Rejected(Failure("malformed", "the event is not UTF-8", "event", 1)) from None
+        raise InputError("--event: the event is not UTF-8") from None
     except MalformedError as e:
-        raise _Rejected(Failure("malformed", f"the event: {e}", "event", 1)) from None
+        raise InputError(f"--event: the event: {e}") from None
     if not entry.matches(ev):
         differs = next(
             name

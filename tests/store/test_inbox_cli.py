@@ -92,6 +92,14 @@ def test_buffer_wait_resume_receipt(cli: Cli, tmp_path: Path) -> None:
         verifier.cli.main, ["proof", str(receipt), "--log-vkey", vkey, "--event", str(event_file)]
     )
     assert forged.code == 1 and "its payload differs" in forged.err
+    # An event file that does not parse is the auditor's unusable input, not a verdict.
+    for junk in (b"not json\n", b"\xff\n", b'{"source": "shop"}\n'):
+        event_file.write_bytes(junk)
+        unusable = clirunner.call_main(
+            verifier.cli.main,
+            ["proof", str(receipt), "--log-vkey", vkey, "--event", str(event_file)],
+        )
+        assert unusable.code == 2 and "--event" in unusable.err, (junk, unusable)
     # Erasure keeps the receipt valid (the leaf commits to the payload's hash).
     cli.ok(["event", "erase", "shop", "pay-1"])
     event_file.write_bytes(_line(EVENT))
