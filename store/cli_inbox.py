@@ -177,11 +177,24 @@ def _cmd_match(args: argparse.Namespace) -> int:
     source, id_ = _label(args.source, "SOURCE"), _label(args.id, "ID")
     with _inbox(args) as box:
         got = box.match(source, id_)
+        why = _unmatched(box, source, id_) if got is None else ""
     if got is None:
-        ui.output(args, {"matched": None}, "nobody waits for it\n")
+        ui.output(args, {"matched": None}, why)
         return EXIT_NONE
     ui.output(args, {"matched": got.to_json()}, f"claimed for {got.run} ({got.effect_key})\n")
     return EXIT_OK
+
+
+def _unmatched(box: Inbox, source: str, id_: str) -> str:
+    """Why ``match`` claimed event (source, id) for nobody, read after it (a line)."""
+    ev = box.get(source, id_)
+    if ev is None:
+        return f"no event {source}/{id_} is buffered\n"
+    if ev.claimed_by is not None:
+        return f"claimed by {ev.claimed_by} already\n"
+    if ev.dead:
+        return "a dead letter\n"
+    return "nobody waits for it\n"
 
 
 def _cmd_deliver(args: argparse.Namespace) -> int:
@@ -240,14 +253,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _limit(args: argparse.Namespace) -> int:
-    return 100 if args.limit is None else decimal_arg(args.limit, "--limit", 1)
+    return 100 if args.limit is None else decimal_arg(args.limit, "--limit", 1, MAX_LIMIT)
 
 
 def _cmd_dead_letters(args: argparse.Namespace) -> int:
     limit = _limit(args)
     before = None if args.before is None else decimal_arg(args.before, "--before")
     with _inbox(args) as box:
-        dead = box.dead_letters(min(limit, MAX_LIMIT), before)
+        dead = box.dead_letters(limit, before)
     text = "".join(f"{d.position} {d.source}/{d.id} {d.kind} {d.dead_reason}\n" for d in dead)
     ui.output(args, {"dead_letters": [d.to_json() for d in dead]}, text)
     return EXIT_OK
@@ -257,7 +270,7 @@ def _cmd_waiting(args: argparse.Namespace) -> int:
     limit = _limit(args)
     after = None if args.after is None else decimal_arg(args.after, "--after")
     with _inbox(args) as box:
-        waits = box.waiting(min(limit, MAX_LIMIT), after)
+        waits = box.waiting(limit, after)
     text = "".join(
         f"{w.number} {w.run} {w.effect_key} {w.kind} "
         + " ".join(f"{ns}={v}" for ns, v in w.keys)
@@ -283,6 +296,7 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     with _inbox(args) as box:
         if not box.erase(source, id_):
             raise UsageError(f"no event {source}/{id_} is buffered")
+    ui.output(args, {"erased": True}, f"{source}/{id_} payload erased\n")
     return EXIT_OK
 
 

@@ -141,13 +141,20 @@ def test_deliver_match_sweep_dead_letters(cli: Cli) -> None:
     assert cli.run(["event", "deliver", "o-5"], _line(ev)).code == 1
     lone = {**EVENT, "id": "lone", "keys": [["order", "C"]]}
     cli.ok(["event", "buffer", "--no-match"], _line(lone))
-    assert cli.run(["event", "match", "shop", "lone"]).code == 1  # nobody waits
+    nobody = cli.run(["event", "match", "shop", "lone"])
+    assert (nobody.code, nobody.out) == (1, b"nobody waits for it\n")
+    taken = cli.run(["event", "match", "shop", "t-1"])
+    assert (taken.code, taken.out) == (1, b"claimed by o-4 already\n")
+    unknown = cli.run(["event", "match", "shop", "none"])
+    assert (unknown.code, unknown.out) == (1, b"no event shop/none is buffered\n")
     swept = cli.json(["event", "sweep", "--older-than", str(2**40), "--reason", "expired"])
     assert swept["dead_lettered"] == 1
     dead = cli.json(["event", "dead-letters"])["dead_letters"]
     assert isinstance(dead, list) and [(d["id"], d["dead_reason"]) for d in dead] == [
         ("lone", "expired")
     ]
+    assert cli.run(["event", "match", "shop", "lone"]).out == b"a dead letter\n"
+    assert cli.ok(["event", "erase", "shop", "lone"]) == b"shop/lone payload erased\n"
 
 
 @pytest.mark.parametrize(
@@ -178,6 +185,8 @@ def test_deliver_match_sweep_dead_letters(cli: Cli) -> None:
         (["event", "resume", "r", "shop", "none", "--epoch", "0"], b"", 2, "at least 1"),
         (["event", "sweep"], b"", 2, "one of --older-than"),
         (["event", "dead-letters", "--limit", "0"], b"", 2, "at least 1"),
+        (["event", "dead-letters", "--limit", "10001"], b"", 2, "at most 10000"),
+        (["event", "waiting", "--limit", "100000"], b"", 2, "at most 10000"),
         (["event", "show", "shop", "none"], b"", 2, "no event shop/none"),
         (["event", "erase", "shop", "none"], b"", 2, "no event shop/none"),
         (["event", "receipt", "shop", "none"], b"", 2, "no event shop/none"),
