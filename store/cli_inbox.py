@@ -444,8 +444,10 @@ _CLAIM = "Claims the oldest buffered event for the wait; exit 1 when there is no
 _MATCH = "Claims a buffered event for the oldest run waiting for it; exit 1 when none waits.\n"
 _DELIVER = """\
 Delivers one event (FILE: one JSON object) to the named RUN: buffered already claimed by RUN
-when RUN waits for its kind on one of its keys ('matched', exit 0); 'duplicate' (exit 1) when
-buffered before for another run; 'not-waiting' (exit 1) when RUN waits for no such event.
+when RUN waits for its kind on one of its keys ('matched', exit 0; again on a retry);
+'duplicate' (exit 1) when buffered before and not claimed by RUN (one buffered but unclaimed
+is RUN's through 'event wait' or 'event match'); 'not-waiting' (exit 1) when RUN waits for no
+such event.
 """
 _RESUME = """\
 Journals the delivery: appends to RUN's chain an EventDelivered record naming the event (its
