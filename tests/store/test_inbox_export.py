@@ -376,6 +376,21 @@ def test_an_event_line_dropped_reordered_or_twice_is_refused(exported: bytes) ->
     assert "larger than the inbox log" in str(e)
 
 
+def test_two_events_of_one_source_and_id_are_refused(exported: bytes) -> None:
+    """The inbox deduplicates by (source, id): an export holding a pair twice (entry and all
+    recomputed by a forger) is refused at the second, before a restore could fail on it."""
+    lines = lines_of(exported)
+    first, second = index(lines, b"event ", 3), index(lines, b"event ", 5)
+    one, other = event_obj(lines[first])["entry"], event_obj(lines[second])["entry"]
+    assert (one["source"], one["id"]) != (other["source"], other["id"])
+    obj = event_obj(lines[second])
+    obj["entry"] = {**other, "source": one["source"], "id": one["id"]}
+    copy = list(lines)
+    copy[second] = event_text(obj)
+    e = refused(forged(copy))
+    assert "deduplicated by (source, id)" in str(e) and line_no(e) == second + 1, e
+
+
 def test_a_payload_that_is_not_its_hash_is_refused(exported: bytes) -> None:
     lines = lines_of(exported)
     i = index(lines, b"payload ")

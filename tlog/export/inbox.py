@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tlog.encoding import b64encode
+from tlog.encoding import b64encode, shown
 from tlog.errors import MalformedError
 from tlog.export.check import (
     HeaderKeys,
@@ -367,9 +367,19 @@ def read_inbox(
             "the inbox section is empty (no event, wait or checkpoint): an export of an empty "
             "inbox has no inbox section",
         )
+    # The inbox deduplicates by (source, id): two events of one pair are no inbox's, and a
+    # restore would fail half-way on them.
+    pairs: set[tuple[str, str]] = set()
     for position in range(inbox.size):
         n, data = expect(lines, f"event {position} of the inbox ({inbox.size} announced)")
         event = parse_event_line(n, data, position, inbox)
+        pair = (event.entry.source, event.entry.id)
+        if pair in pairs:
+            raise ExportFormatError(
+                n, f"event {position} is {shown(pair[0])}/{shown(pair[1])} again: events are "
+                "deduplicated by (source, id)",
+            )  # fmt: skip
+        pairs.add(pair)
         nxt = lines.next()
         if nxt is not None and nxt[1].startswith(b"payload "):
             payload = parse_payload_line(nxt[0], nxt[1], position)
