@@ -232,7 +232,8 @@ def _cmd_unsubscribe(args: argparse.Namespace) -> int:
     ui.output(
         args,
         {"wait_rows": waits, "payloads_shed": shed},
-        f"{waits} wait rows removed, {shed} payloads shed\n",
+        f"{waits} wait row{'' if waits == 1 else 's'} removed,"
+        f" {shed} payload{'' if shed == 1 else 's'} shed\n",
     )
     return EXIT_OK
 

@@ -217,7 +217,7 @@ def make_event(source: str, id: str, kind: str, keys: object, payload: Any) -> E
     one); the keys put in canonical order."""
     check_source(source)
     check_label(id, "an event's id")
-    check_kind(kind)
+    check_kind(kind, "event kind")
     ordered = check_keys(keys)
     raw = canonical_json(payload)
     if len(raw) > MAX_PAYLOAD:
@@ -334,7 +334,7 @@ class Entry:
                 raise MalformedError(f"an inbox entry's {name} is a string")
         check_source(value["source"])
         check_label(value["id"], "an event's id")
-        check_kind(value["kind"])
+        check_kind(value["kind"], "event kind")
         keys = check_keys(value["keys"])
         if [list(k) for k in keys] != value["keys"]:
             raise MalformedError("an inbox entry's keys are not in canonical order")
@@ -410,7 +410,7 @@ def delivery_of(data: object) -> tuple[str, str, str, tuple[tuple[str, str], ...
             raise MalformedError(f"an EventDelivered record's {name} is a string")
     check_source(data["source"])
     check_label(data["id"], "an event's id")
-    check_kind(data["kind"])
+    check_kind(data["kind"], "event kind")
     keys = check_keys(data["keys"])
     if [list(k) for k in keys] != data["keys"]:
         raise MalformedError("an EventDelivered record's keys are not in canonical order")

@@ -192,11 +192,12 @@ def check_case_id(case: str) -> None:
         raise MalformedError(f"case ID {shown(case)} is not 1-128 of [A-Za-z0-9._:@-]")
 
 
-def check_kind(kind: str) -> None:
-    """A record kind: a letter, then up to 63 letters, digits and ``_ . -``."""
+def check_kind(kind: str, what: str = "record kind") -> None:
+    """A record kind (an event's, a wait's: ``what``): a letter, then up to 63 letters,
+    digits and ``_ . -``."""
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise MalformedError(
-            f"record kind {shown(kind)} is not a letter followed by [A-Za-z0-9_.-]"
+            f"{what} {shown(kind)} is not a letter followed by up to 63 of [A-Za-z0-9_.-]"
         )
 
 

@@ -732,8 +732,12 @@ def _success_notes(
     if unsealed:
         report.note(
             f"{unsealed} unsealed run{'s are' if unsealed != 1 else ' is'} in no log: only "
-            "their hash chains (and record signatures) protect them, and a complete rewrite "
-            "of one, with the digest recomputed, would not be detected"
+            + (
+                "their hash chains (and record signatures) protect them"
+                if unsealed != 1
+                else "its hash chain (and record signatures) protects it"
+            )
+            + ", and a complete rewrite of one, with the digest recomputed, would not be detected"
         )
     if s.sealed_runs > covered:
         n = s.sealed_runs - covered

@@ -380,7 +380,7 @@ def _short(value: JSON) -> str:
             return "none"
         if all(isinstance(v, str | int) for v in value):
             return ", ".join(str(v) for v in value)
-        return f"{len(value)} items (see --json)"
+        return f"{len(value)} item{'' if len(value) == 1 else 's'} (see --json)"
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
     return str(value)

@@ -61,7 +61,7 @@ def make_wait(
     try:
         check_run_id(run)
         check_effect_key(effect_key)
-        check_kind(kind)
+        check_kind(kind, "wait kind")
         ordered = check_keys(keys)
         if case is not None:
             check_case_id(case)

@@ -127,7 +127,7 @@ def test_wait_first_then_the_event_claims_itself(cli: Cli) -> None:
     assert isinstance(again, dict) and again["recovered"] is True
     other = ["o-3", "--effect-key", "pay", "--kind", "Paid", "--match", "order=A-2"]
     assert cli.run(["event", "claim", *other]).code == 1
-    assert cli.ok(["event", "unsubscribe", "o-2"]) == b"0 wait rows removed, 1 payloads shed\n"
+    assert cli.ok(["event", "unsubscribe", "o-2"]) == b"0 wait rows removed, 1 payload shed\n"
 
 
 def test_deliver_match_sweep_dead_letters(cli: Cli) -> None:
