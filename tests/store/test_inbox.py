@@ -1311,8 +1311,20 @@ class _Model:
     def find(self, source: str, id_: str) -> _ModelEvent | None:
         return next((e for e in self.events if (e.source, e.id) == (source, id_)), None)
 
+    def holds(self, run: str, effect: str) -> bool:
+        """Whether ``run`` holds an event claimed for its wait ``effect``: that wait is
+        satisfied, and the broadcast path passes it by (registered again or not)."""
+        return any((e.claimed_by, e.claimed_for) == (run, effect) and e.held for e in self.events)
+
     def oldest_wait(self, kind: str, keys: frozenset[tuple[str, str]]) -> int | None:
-        return next((i for i, w in enumerate(self.waits) if w[2] == kind and w[3] & keys), None)
+        return next(
+            (
+                i
+                for i, w in enumerate(self.waits)
+                if w[2] == kind and w[3] & keys and not self.holds(w[0], w[1])
+            ),
+            None,
+        )
 
     def retire(self, run: str, effect: str) -> None:
         self.waits = [w for w in self.waits if (w[0], w[1]) != (run, effect)]
@@ -1583,7 +1595,7 @@ def test_a_batchs_key_locks_are_taken_in_one_statement_and_held(pg_schema: Any) 
 
 
 def _stored_log_size(ib: Inbox) -> int:
-    return ib._store._read(ib.log._log_size)
+    return ib._store._read(ib._log._log_size)
 
 
 def test_a_buffer_writes_its_indexes_once_a_batch_is_pending(
