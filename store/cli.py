@@ -126,6 +126,7 @@ from store.cliparser import verb
 from store.deliver import (
     record_object,
 )
+from store.publish import PublishedLog
 from tlog.checkpoint import Checkpoint
 from tlog.cli import run as clirun
 from tlog.cli.files import (
@@ -434,12 +435,10 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     return ui.output(args, as_json, note)
 
 
-def _log_of(store: JournalStore, inbox: bool) -> JournalStore:
-    """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`)."""
-    if not inbox:
-        return store
-    store.inbox.catch_up()  # its checkpoints cover every buffered event
-    return store.inbox.log
+def _log_of(store: JournalStore, inbox: bool) -> PublishedLog:
+    """The tenant's log, or with ``inbox`` its inbox log (:attr:`store.inbox.core.Inbox.log`,
+    whose checkpoints cover every buffered event)."""
+    return store.inbox.log if inbox else store
 
 
 def _cmd_publish(args: argparse.Namespace, *, inbox: bool = False) -> int:

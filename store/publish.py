@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from store.api import JournalStore
 from tlog.checkpoint import Checkpoint
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.keys import format_vkey
@@ -41,6 +40,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "KeptCheckpoint",
     "Publication",
+    "PublishedLog",
     "describe_note",
     "publish_to_witnesses",
     "published_checkpoints",
@@ -69,7 +69,7 @@ def describe_note(note: bytes) -> KeptCheckpoint:
     return KeptCheckpoint(cp.size, cp.root, tuple((s.name, s.key_id) for s in sigs), note)
 
 
-def published_checkpoints(store: JournalStore) -> list[KeptCheckpoint]:
+def published_checkpoints(store: PublishedLog) -> list[KeptCheckpoint]:
     """Every checkpoint ``store`` keeps, by increasing size."""
     return [describe_note(n) for n in store.published()]
 
@@ -140,7 +140,25 @@ def witness_clients(
     return clients
 
 
-def _check_policy_logs(store: JournalStore, policy: Policy | None) -> None:
+class PublishedLog(Protocol):
+    """What publishing needs of a log: a :class:`~store.api.JournalStore` (the tenant's
+    log), or :attr:`store.inbox.Inbox.log` (its inbox log)."""
+
+    @property
+    def log_vkey(self) -> str: ...
+
+    def checkpoint(self) -> Checkpoint: ...
+
+    def sign_checkpoint(self) -> bytes: ...
+
+    def consistency_proof(self, old: int, new: int | None = None) -> list[bytes]: ...
+
+    def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes: ...
+
+    def published(self) -> list[bytes]: ...
+
+
+def _check_policy_logs(store: PublishedLog, policy: Policy | None) -> None:
     if policy is not None and policy.logs:
         log = store.log_vkey
         if all(x.vkey != log for x in policy.logs):
@@ -148,7 +166,7 @@ def _check_policy_logs(store: JournalStore, policy: Policy | None) -> None:
 
 
 def publish_to_witnesses(
-    store: JournalStore,
+    store: PublishedLog,
     witnesses: Sequence[WitnessClient],
     *,
     policy: Policy | None = None,

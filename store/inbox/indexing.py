@@ -318,6 +318,12 @@ class InboxIndexes(InboxReads):
 
     # --- the inbox log's checkpoints and receipts (over the pending events too) -------------
 
+    @property
+    def log(self) -> InboxLog:
+        """The inbox log, for publishing: what :func:`store.publish.publish_to_witnesses` and
+        a witness need of it, over every buffered event (:class:`InboxLog`)."""
+        return InboxLog(self)
+
     def checkpoint(self) -> Checkpoint:
         """The inbox log's current (unsigned) checkpoint, over every buffered event (the
         pending ones are indexed first: :meth:`catch_up`)."""
@@ -358,4 +364,46 @@ class InboxIndexes(InboxReads):
         return TlogProof(ev.position, tuple(hashes), note, raw)
 
 
-__all__ = ["InboxIndexes", "Own", "own_entry"]
+class InboxLog:
+    """The inbox log of one tenant's inbox, as publishing needs it (the methods of
+    :class:`store.publish.PublishedLog`): its checkpoints, kept cosignatures, consistency
+    proofs and key — and nothing that could append to it, which only buffering may. Its
+    checkpoints cover every buffered event: the pending ones are indexed first.
+
+    Requires: the inbox's handle stays open."""
+
+    __slots__ = ("_inbox",)
+
+    def __init__(self, inbox: InboxIndexes) -> None:
+        self._inbox = inbox
+
+    @property
+    def origin(self) -> str:
+        return self._inbox._log.origin
+
+    @property
+    def log_vkey(self) -> str:
+        return self._inbox._log.log_vkey
+
+    def checkpoint(self) -> Checkpoint:
+        return self._inbox.checkpoint()
+
+    def sign_checkpoint(self) -> bytes:
+        return self._inbox.sign_checkpoint()
+
+    def consistency_proof(self, old: int, new: int | None = None) -> list[bytes]:
+        if new is None:
+            new = self.checkpoint().size
+        return self._inbox._log.consistency_proof(old, new)
+
+    def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes:
+        return self._inbox._log.add_cosignatures(note, witness_keys=witness_keys)
+
+    def published(self) -> list[bytes]:
+        return self._inbox._log.published()
+
+    def remembered_witness_keys(self) -> list[str]:
+        return self._inbox._log.remembered_witness_keys()
+
+
+__all__ = ["InboxIndexes", "InboxLog", "Own", "own_entry"]

@@ -86,15 +86,6 @@ class InboxReads:
         """The inbox log's origin: ``<base origin>/<tenant>/inbox``."""
         return self._log.origin
 
-    @property
-    def log(self) -> SQLStore:
-        """The inbox log as a store handle: its ``checkpoint``, ``sign_checkpoint``,
-        ``published``, ``add_cosignatures``, ``consistency_proof`` and ``log_vkey`` are the
-        inbox log's (the rest of the handle's methods are not for use). It holds the indexed
-        events: call :meth:`catch_up` first for the pending ones too (this class's own
-        ``checkpoint``, ``sign_checkpoint`` and ``receipt`` do)."""
-        return self._log
-
     def _read(self, fn: Callable[[Tx], T], empty: T) -> T:
         if not self._ready:
             present, version = self._store._read(schema.stored_version)

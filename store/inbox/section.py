@@ -115,7 +115,7 @@ class InboxReplay:
         while self.pending and self.pending[0].checkpoint.size <= self.size:
             item = self.pending.popleft()
             try:
-                self.inbox.log.import_checkpoint(item.note)
+                self.inbox._log.import_checkpoint(item.note)
             except TlogError as e:
                 raise RestoreError(
                     item.line,
@@ -180,7 +180,7 @@ class InboxReplay:
         assert summary is not None
         if item.wait_counter:
             transfer.set_wait_counter(inbox, item.wait_counter)
-        cp = inbox.log.checkpoint()
+        cp = inbox._log.checkpoint()
         if (cp.origin, cp.size, cp.root) != (summary.origin, summary.size, summary.root):
             raise RestoreError(
                 item.line,
@@ -188,7 +188,7 @@ class InboxReplay:
                 f"{summary.origin} of size {summary.size}"
                 + ("" if cp.size != summary.size or cp.root == summary.root else ", another root"),
             )
-        if inbox.log.published() != [i.note for i in self.notes]:
+        if inbox._log.published() != [i.note for i in self.notes]:
             raise RestoreError(end.line, "the store's kept inbox checkpoints are not the exported")
         counts = inbox.counts()
         want = (summary.live, summary.claimed, summary.dead, summary.erased, summary.waits)

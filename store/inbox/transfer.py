@@ -11,7 +11,7 @@ row with all its columns (position, times, claim, held flag, dead letter, delive
 payload or its erasure), the inbox log's tree hashes for its entries (so the restored log has
 the exported roots), the match rows of the live events, each wait's rows with its number and
 time, and the counter that numbers waits. The inbox log's kept checkpoints are kept again by
-the caller (``store.inbox.log.import_checkpoint``), once the log reaches their sizes.
+the caller (``store.inbox._log.import_checkpoint``), once the log reaches their sizes.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ PAGE = 1000
 def is_empty(inbox: Inbox) -> bool:
     """Whether the tenant's inbox holds no event, no wait and no kept inbox checkpoint."""
     counts = inbox.counts()
-    return not (counts.size or counts.waits or inbox.log.published())
+    return not (counts.size or counts.waits or inbox._log.published())
 
 
 def _counter(tx: Tx, tenant: str) -> int:
@@ -59,7 +59,7 @@ def read_inbox(
     inbox.catch_up()  # the export holds the log over every event
 
     def work(tx: Tx) -> bool:
-        size = inbox.log._log_size(tx)
+        size = inbox._log._log_size(tx)
         row = tx.one("SELECT COUNT(DISTINCT number) FROM inbox_wait WHERE tenant = ?", (tenant,))
         waits = 0 if row is None else stored_int(row[0], "wait count")
         if not start(size, waits, _counter(tx, tenant)):
@@ -103,7 +103,7 @@ def restore_events(inbox: Inbox, events: Sequence[StoredEvent]) -> int:
     transaction; return the inbox log's new size. UsageError when an event is not at the log's
     next position."""
     tenant = inbox.tenant
-    log = inbox.log
+    log = inbox._log
 
     def work(tx: Tx) -> int:
         size = inbox._index_rest(tx, log._lock_log(tx), [])

@@ -1202,6 +1202,22 @@ def verify_receipt(ib: Inbox, proof: TlogProof, event: Event) -> Entry:
     return entry
 
 
+def test_the_inbox_log_handle_publishes_and_cannot_append(ib: Inbox) -> None:
+    """``inbox.log`` is what publishing needs of the inbox log, over every buffered event (the
+    pending ones too), and nothing that could add a leaf behind the inbox's back."""
+    from store.publish import PublishedLog
+
+    for i in range(3):
+        ib.buffer(ev(str(i)))
+    log: PublishedLog = ib.log
+    assert log.checkpoint().size == 3  # the pending events are indexed first
+    note = log.sign_checkpoint()
+    assert log.published() == [note] and log.consistency_proof(1) == ib.log.consistency_proof(1, 3)
+    assert log.log_vkey.startswith(ib.origin + "+")
+    for name in ("append", "seal", "acquire", "import_checkpoint", "_log_size"):
+        assert not hasattr(ib.log, name), name
+
+
 def test_a_receipt_verifies_offline(ib: Inbox, clock: FakeClock) -> None:
     events = [ev(str(i), payload={"i": i}) for i in range(5)]
     for e in events:
