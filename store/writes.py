@@ -41,7 +41,7 @@ from store.schema import (
 )
 from store.sqlcore import SQLCore
 from tlog import merkle
-from tlog.encoding import MAX_INT63
+from tlog.encoding import MAX_INT63, is_text
 from tlog.errors import MalformedError, UsageError
 from tlog.inbox import KIND_EVENT_DELIVERED
 from tlog.journal import (
@@ -71,11 +71,8 @@ def _check_label(value: object, what: str, *, empty: bool = False, limit: int = 
         raise UsageError(f"{what} must be a string of {0 if empty else 1}-{limit} characters")
     if any(c < " " or c == "\x7f" for c in value):
         raise UsageError(f"{what} contains a control character")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(f"{what} is not valid Unicode text") from None
+    if not is_text(value):
+        raise UsageError(f"{what} is not valid Unicode text")
     return value
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "b64encode",
     "decode_octets",
     "encode_octets",
+    "is_text",
     "parse_decimal",
     "parse_hash",
     "show_octets",
@@ -44,6 +45,18 @@ MAX_INT63 = (1 << 63) - 1
 HASH_SIZE = 32
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _B64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` has a UTF-8 spelling: no lone surrogate (which no database and no
+    JSON could keep). Cheap for ASCII, the common case."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def shown(value: object, limit: int = 120) -> str:

@@ -69,7 +69,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tlog.encoding import HASH_SIZE, MAX_INT63, b64decode, b64encode, shown
+from tlog.encoding import HASH_SIZE, MAX_INT63, b64decode, b64encode, is_text, shown
 from tlog.errors import MalformedError
 from tlog.journal import (
     MAX_RECORD_SIZE,
@@ -131,20 +131,12 @@ def check_label(value: object, what: str, limit: int = 256) -> str:
         not isinstance(value, str)
         or not 1 <= len(value) <= limit
         or any(c < " " or c == "\x7f" for c in value)
-        or (not value.isascii() and not _encodable(value))
+        or not is_text(value)
     ):
         raise MalformedError(
             f"{what} must be 1-{limit} characters of text without control characters"
         )
     return value
-
-
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def check_keys(keys: object, what: str = "correlation keys") -> tuple[tuple[str, str], ...]:

@@ -85,7 +85,7 @@ from typing import Any
 import orjson
 
 from tlog import accel
-from tlog.encoding import shown
+from tlog.encoding import is_text, shown
 from tlog.errors import MalformedError, UsageError, VerificationError
 from tlog.note import Ed25519Signer, Verifier
 
@@ -208,8 +208,14 @@ def check_outcome(outcome: str) -> None:
 
 
 def check_effect_key(key: str) -> None:
-    """An effect key: 1..256 characters, none of them a control character."""
-    if not isinstance(key, str) or not 1 <= len(key) <= 256 or any(c < " " for c in key):
+    """An effect key: 1..256 characters of text (no lone surrogate: it has no UTF-8
+    spelling), none of them a control character below U+0020."""
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= 256
+        or any(c < " " for c in key)
+        or not is_text(key)
+    ):
         raise MalformedError("effect key must be 1-256 characters without control characters")
 
 

@@ -384,47 +384,57 @@ class Inbox(InboxIndexes):
             if best is None:
                 return None
             number, run, effect = best
-            if self._holds_for(tx, run, effect):
-                # Satisfied by a targeted delivery, which keeps its wait (see deliver): it
-                # gets no second event. The walk goes on past it, in registration order.
-                after = number
-                continue
-            if self._seal_outcome(tx, run) is not None:
+            self._lock_wait(tx, run, effect)
+            waits = self._wait_rows(tx, run, effect)
+            if not waits:
+                continue  # another event took this wait first: the next oldest
+            if self._sealed(tx, run):
                 # Sealed since it registered: it can resume on nothing, so it is retired,
                 # and the event goes to the next wait.
                 self._retire_wait(tx, run, effect)
                 continue
-            waits = self._wait_rows(tx, run, effect)
+            if self._held_for(tx, waits[0]) is not None:
+                # Satisfied by a targeted delivery, which keeps its wait (see deliver): it
+                # gets no second event. The walk goes on past it, in registration order.
+                after = number
+                continue
             gone = self._retire_wait(tx, run, effect)
-            if gone == 0 or not waits:
+            if gone == 0:
                 continue  # another event took this wait first: the next oldest
             if not self._claim_row(tx, ev, run, effect, now):
                 raise _Taken
             return waits[0]
 
-    def _seal_outcome(self, tx: Tx, run: str) -> str | None:
-        """The outcome ``run`` is sealed with in the journal, or None while it is open."""
-        row = tx.one(
-            "SELECT outcome FROM run_seal WHERE tenant = ? AND run = ?", (self._tenant, run)
+    def _lock_wait(self, tx: Tx, run: str, effect: str) -> None:
+        """Take the transaction lock of ``run``'s wait ``effect`` (where the engine takes
+        locks): whoever registers it, claims for it or delivers to it holds it, after the key
+        locks and the inbox log's lock, so that two of them never decide on one wait at once
+        although they share no key."""
+        if _locks_keys(tx):
+            tx.dialect.xact_locks(
+                tx, [f"inbox-wait\x1f{self._tenant}\x1f{run}\x1f{effect}"], shared=False
+            )
+
+    def _sealed(self, tx: Tx, run: str) -> bool:
+        """Whether ``run`` is sealed in the journal."""
+        return (
+            tx.one("SELECT 1 FROM run_seal WHERE tenant = ? AND run = ?", (self._tenant, run))
+            is not None
         )
-        return None if row is None else str(row[0])
 
     def _refuse_sealed(self, tx: Tx, run: str) -> None:
         """RunSealedError when ``run`` is sealed: a sealed run takes no more records, so it
-        can wait for, claim or be delivered no event (it could never resume on it)."""
-        outcome = self._seal_outcome(tx, run)
-        if outcome is not None:
-            raise RunSealedError(run, outcome)
-
-    def _holds_for(self, tx: Tx, run: str, effect: str) -> bool:
-        """Whether ``run`` holds an event claimed for its wait ``effect`` (a walk of the run's
-        held events: a few)."""
-        row = tx.one(
-            f"SELECT 1 FROM inbox_event{tx.dialect.indexed_by('inbox_event_held')}"  # noqa: S608
-            " WHERE tenant = ? AND claimed_by = ? AND held AND claimed_for = ? LIMIT 1",
-            (self._tenant, run, effect),
+        can wait for, claim or be delivered no event (it could never resume on it). The run's
+        row is locked first where rows are locked (as a seal locks it), so that no seal
+        commits between this look and the caller's commit."""
+        tenant = self._tenant
+        tx.one(
+            f"SELECT run FROM run_state WHERE tenant = ? AND run = ?{tx.dialect.lock_suffix}",  # noqa: S608
+            (tenant, run),
         )
-        return row is not None
+        row = tx.one("SELECT outcome FROM run_seal WHERE tenant = ? AND run = ?", (tenant, run))
+        if row is not None:
+            raise RunSealedError(run, str(row[0]))
 
     def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, effect: str, now: int) -> bool:
         """Claim live ``ev`` for ``run``'s wait ``effect`` (the arbiter); drop its match rows
@@ -484,13 +494,9 @@ class Inbox(InboxIndexes):
 
     def _register(self, tx: Tx, wait: Wait) -> bool:
         tenant = self._tenant
-        if _locks_keys(tx):
-            # Two registrations of one (run, effect key) with different kinds or keys share
-            # no key lock; this lock (taken after the key locks, as every holder of it does)
-            # makes the second wait for the first and then find its rows.
-            tx.dialect.xact_locks(
-                tx, [f"inbox-wait\x1f{tenant}\x1f{wait.run}\x1f{wait.effect_key}"], shared=False
-            )
+        # Two registrations of one (run, effect key) with different kinds or keys share no
+        # key lock: the second waits for the first here and then finds its rows.
+        self._lock_wait(tx, wait.run, wait.effect_key)
         if tx.one(
             "SELECT 1 FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ? LIMIT 1",
             (tenant, wait.run, wait.effect_key),
@@ -554,19 +560,10 @@ class Inbox(InboxIndexes):
         return self._write_appending(work)
 
     def _claim_for(self, tx: Tx, wait: Wait, now: int) -> Claimed | None:
-        tenant = self._tenant
-        wanted = set(wait.keys)
-        for held_row in tx.all(
-            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
-            f"{tx.dialect.indexed_by('inbox_event_held')}"
-            " WHERE tenant = ? AND claimed_by = ? AND held AND kind = ? ORDER BY position",
-            (tenant, wait.run, wait.kind),
-        ):
-            mine = stored_event(held_row)
-            # This wait's own event only: another wait of the run gets its own back.
-            if mine.claimed_for == wait.effect_key and wanted & set(mine.keys):
-                self._retire_wait(tx, wait.run, wait.effect_key)
-                return Claimed(mine, wait, recovered=True)
+        mine = self._held_for(tx, wait)
+        if mine is not None:
+            self._retire_wait(tx, wait.run, wait.effect_key)
+            return Claimed(mine, wait, recovered=True)
         for _ in range(1000):
             best = self._oldest(tx, _OLDEST_EVENT, wait.kind, wait.keys, "event position")
             if best is None:
@@ -583,6 +580,24 @@ class Inbox(InboxIndexes):
             if ev.state != "live":
                 self._unmatch(tx, ev)
         raise CorruptError("the inbox's match index keeps naming claimed events")
+
+    def _held_for(self, tx: Tx, wait: Wait) -> StoredEvent | None:
+        """The oldest event ``wait``'s run holds claimed for it: claimed for its effect key,
+        of its kind, on one of its keys (a walk of the run's held events: a few). The run gets
+        it back from a claim (crash recovery), and while there is one the wait is satisfied:
+        no second event is claimed for it. Another wait of the run gets its own back."""
+        wanted = set(wait.keys)
+        for row in tx.all(
+            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
+            f"{tx.dialect.indexed_by('inbox_event_held')}"
+            " WHERE tenant = ? AND claimed_by = ? AND held AND kind = ? AND claimed_for = ?"
+            " ORDER BY position",
+            (self._tenant, wait.run, wait.kind, wait.effect_key),
+        ):
+            mine = stored_event(row)
+            if wanted & set(mine.keys):
+                return mine
+        return None
 
     def _retire_wait(self, tx: Tx, run: str, effect: str) -> int:
         """Delete the wait (run, effect)'s rows; how many there were (0: another claim took
@@ -627,30 +642,45 @@ class Inbox(InboxIndexes):
         _checked_event(event, "deliver")
         tenant = self._tenant
 
+        def answer(tx: Tx, existing: StoredEvent) -> Targeted:
+            # The event is stored: a retry of this delivery is answered from the wait it was
+            # claimed for, while that wait stands; anything else is a duplicate.
+            if existing.claimed_by == run and existing.claimed_for is not None:
+                waits = self._wait_rows(tx, run, existing.claimed_for)
+                if waits:
+                    return Targeted("matched", waits[0], existing.position)
+            return Targeted("duplicate")
+
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Targeted:
             self._lock_keys(tx, event.kind, event.keys)
             existing = self._event(tx, event.source, event.id, lock=True)
-            if existing is None or existing.claimed_by != run:  # a retry is answered
-                self._refuse_sealed(tx, run)
+            if existing is not None:
+                return answer(tx, existing)
+            # Locks in the order every path takes them: the keys, the run's row, the inbox
+            # log's row, the wait.
+            self._refuse_sealed(tx, run)
+            now = self._now(tx)
+            size = self._index_rest(tx, self._log._lock_log(tx), due)
+            # Looked up again under the log's lock, which every insert into inbox_event holds:
+            # a buffer sharing no key lock with this delivery may have stored the event after
+            # the first look (PostgreSQL).
+            existing = self._event(tx, event.source, event.id)
+            if existing is not None:
+                return answer(tx, existing)
             rows = tx.all(
                 f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ? AND run = ? AND kind = ?"  # noqa: S608
                 " ORDER BY number, effect_key, namespace, value",
                 (tenant, run, event.kind),
             )
-            chosen = next((w for w in stored_waits(rows) if set(w.keys) & set(event.keys)), None)
+            chosen = None
+            for w in stored_waits(rows):
+                if set(w.keys) & set(event.keys):
+                    self._lock_wait(tx, run, w.effect_key)
+                    if self._held_for(tx, w) is None:
+                        chosen = w  # a wait satisfied already gets no second event
+                        break
             if chosen is None:
-                return Targeted("duplicate" if existing is not None else "not-waiting")
-            if existing is None:
-                now = self._now(tx)
-                size = self._index_rest(tx, self._log._lock_log(tx), due)
-                # Looked up again under the log's lock, which every insert into inbox_event
-                # holds: a buffer sharing no key lock with this delivery may have stored the
-                # event after the first look (PostgreSQL), and it is then a duplicate.
-                existing = self._event(tx, event.source, event.id)
-            if existing is not None:
-                if existing.claimed_by == run:
-                    return Targeted("matched", chosen, existing.position)
-                return Targeted("duplicate")
+                return Targeted("not-waiting")
             tx.execute(
                 "INSERT INTO inbox_event (tenant, source, id, position, kind, keys, payload,"
                 " payload_hash, received_at, claimed_by, claimed_at, held, dead, claimed_for)"
@@ -727,10 +757,10 @@ class Inbox(InboxIndexes):
 
     def unsubscribe(self, run: str, effect_key: str | None = None) -> tuple[int, int]:
         """Remove ``run``'s waits (only the one of ``effect_key`` when given) and shed the
-        buffer's copy of the payload of every event the run holds claimed (its delivery is
-        journaled by then): each keeps its identity, claim and accounting, and is no longer
-        held, so a later wait of the run cannot re-claim it. Returns (wait rows removed,
-        payloads shed)."""
+        buffer's copy of the payload of every event the run holds claimed for them (its
+        delivery is journaled by then): each keeps its identity, claim and accounting, and is
+        no longer held, so a later wait of the run cannot re-claim it. Returns (wait rows
+        removed, payloads shed)."""
         checked_run(run)
         if effect_key is not None:
             try:
@@ -748,8 +778,9 @@ class Inbox(InboxIndexes):
             )
             shed = tx.execute(
                 f"UPDATE inbox_event{tx.dialect.indexed_by('inbox_event_held')}"  # noqa: S608
-                " SET payload = NULL, held = ? WHERE tenant = ? AND claimed_by = ? AND held",
-                (False, self._tenant, run),
+                f" SET payload = NULL, held = ? WHERE tenant = ? AND claimed_by = ? AND held"
+                f"{scope.replace('effect_key', 'claimed_for')}",
+                (False, self._tenant, run, *params),
             )
             return waits, shed
 

@@ -392,9 +392,8 @@ class InboxLog:
         return self._inbox.sign_checkpoint()
 
     def consistency_proof(self, old: int, new: int | None = None) -> list[bytes]:
-        if new is None:
-            new = self.checkpoint().size
-        return self._inbox._log.consistency_proof(old, new)
+        size = self.checkpoint().size  # the pending events indexed first
+        return self._inbox._log.consistency_proof(old, size if new is None else new)
 
     def add_cosignatures(self, note: bytes, *, witness_keys: Sequence[str]) -> bytes:
         return self._inbox._log.add_cosignatures(note, witness_keys=witness_keys)

@@ -387,16 +387,17 @@ def test_a_sealed_run_waits_for_claims_and_is_delivered_nothing(
     assert delivered is not None and delivered.status == "matched"
     for run in ("run-1", "run-2"):
         store.seal(run, epochs[run], "ok")
-    ib.buffer(ev("1", [["order", "A"]]))
+    assert ib.deliver("run-1", ev("0", [["order", "A"]])) == delivered  # a retry: answered
     for verb in (ib.subscribe, ib.wait, ib.claim):
         with pytest.raises(RunSealedError):
             verb(wt("run-1", effect="e2"))
     with pytest.raises(RunSealedError):
         ib.deliver("run-1", ev("2", [["order", "A"]]))
-    assert ib.deliver("run-1", ev("0", [["order", "A"]])) == delivered  # a retry: answered
-    assert ib.buffer(ev("3", [["order", "B"]])).matched is None  # run-2's wait is passed by
-    assert [w.run for w in ib.waiting(10)] == ["run-1"]  # run-2's is retired; run-1's kept
-    assert state(ib, "bank", "3").state == "live"
+    # An event on a sealed run's wait retires it (satisfied or not) and stays live.
+    for id_, key in (("1", "A"), ("3", "B")):
+        assert ib.buffer(ev(id_, [["order", key]])).matched is None
+        assert state(ib, "bank", id_).state == "live"
+    assert ib.waiting(10) == []
     accounted(ib)
 
 
@@ -408,6 +409,7 @@ _GOOD_WAIT = Wait("run-1", "e1", "Paid", (("order", "A"),))
     [
         {"run": "run/1"},
         {"effect_key": ""},
+        {"effect_key": "e\ud800"},
         {"kind": "1K"},
         {"keys": ()},
         {"keys": (("order", "B"), ("order", "A"))},  # out of canonical order
@@ -779,6 +781,43 @@ def test_a_delivery_racing_a_buffer_of_its_event_is_a_duplicate(
     accounted(a)
 
 
+def test_a_second_delivery_to_a_satisfied_wait_is_not_waiting(ib: Inbox) -> None:
+    """A wait that a delivery satisfied gets no second event by delivery either: another
+    event for it is not stored (not-waiting), and the first is still the wait's."""
+    ib.subscribe(wt("run-1", [["order", "A"]]))
+    assert ib.deliver("run-1", ev("1", [["order", "A"]])).status == "matched"
+    assert ib.deliver("run-1", ev("2", [["order", "A"]])).status == "not-waiting"
+    assert ib.get("bank", "2") is None
+    ib.subscribe(wt("run-1", [["order", "A"]], effect="e2"))  # another wait of the run
+    second = ib.deliver("run-1", ev("2", [["order", "A"]]))
+    assert second.status == "matched" and second.wait is not None
+    assert second.wait.effect_key == "e2"
+    # a retry of the first is answered from the wait it satisfied
+    first = ib.deliver("run-1", ev("1", [["order", "A"]]))
+    assert first.wait is not None and first.wait.effect_key == "e1"
+    accounted(ib)
+
+
+def test_a_delivery_racing_a_broadcast_gives_the_wait_one_event(
+    stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery and a buffer whose events share no key, both for one wait on both keys,
+    the delivery held up inside its transaction: the wait gets one of the two events, and
+    the other stays live."""
+    a, b = inbox_of(stores.open()), inbox_of(stores.open())
+    a.subscribe(wt("run-1", [["order", "A"], ["order", "B"]]))
+    _slowed(monkeypatch, a, "_held_for", 0.4)
+    with ThreadPoolExecutor(1) as pool:
+        delivered = pool.submit(a.deliver, "run-1", ev("1", [["order", "A"]]))
+        time.sleep(0.15)
+        buffered = b.buffer(ev("2", [["order", "B"]]))
+        outcome = delivered.result()
+    mine = [e.id for e in a.events() if e.claimed_by == "run-1"]
+    assert len(mine) == 1, (outcome, buffered, mine)
+    assert (outcome.status == "matched") == (mine == ["1"])
+    accounted(a)
+
+
 def test_a_targeted_delivery_of_somebody_elses_event_is_a_duplicate(ib: Inbox) -> None:
     ib.subscribe(wt("run-1"))
     ib.subscribe(wt("run-2"))
@@ -847,7 +886,11 @@ def test_unsubscribe_sheds_held_payloads_and_keeps_the_rest(ib: Inbox, clock: Fa
     before = {e.id: e for e in ib.events()}
     receipt = ib.receipt("bank", "1")
     clock.advance(3)
-    assert ib.unsubscribe("run-1", "e2") == (1, 2)  # sheds every payload the run holds
+    # The wait e2 goes, and the payload of the event claimed for it; e1's stays held (its
+    # run may not have journaled it yet), until e1 goes too.
+    assert ib.unsubscribe("run-1", "e2") == (1, 1)
+    assert state(ib, "bank", "1").held and state(ib, "bank", "1").payload == {"n": "1"}
+    assert ib.unsubscribe("run-1") == (0, 1)
     for id_ in ("1", "2"):
         after = state(ib, "bank", id_)
         assert after.erased and after.payload is None and not after.held
@@ -1210,7 +1253,8 @@ def test_the_inbox_log_handle_publishes_and_cannot_append(ib: Inbox) -> None:
     for i in range(3):
         ib.buffer(ev(str(i)))
     log: PublishedLog = ib.log
-    assert log.checkpoint().size == 3  # the pending events are indexed first
+    early = log.consistency_proof(1, 3)  # the pending events are indexed first
+    assert log.checkpoint().size == 3 and early == log.consistency_proof(1) != []
     note = log.sign_checkpoint()
     assert log.published() == [note] and log.consistency_proof(1) == ib.log.consistency_proof(1, 3)
     assert log.log_vkey.startswith(ib.origin + "+")
@@ -1327,17 +1371,23 @@ class _Model:
     def find(self, source: str, id_: str) -> _ModelEvent | None:
         return next((e for e in self.events if (e.source, e.id) == (source, id_)), None)
 
-    def holds(self, run: str, effect: str) -> bool:
-        """Whether ``run`` holds an event claimed for its wait ``effect``: that wait is
-        satisfied, and the broadcast path passes it by (registered again or not)."""
-        return any((e.claimed_by, e.claimed_for) == (run, effect) and e.held for e in self.events)
+    def holds(self, wait: tuple[str, str, str, frozenset[tuple[str, str]]]) -> bool:
+        """Whether the wait's run holds an event claimed for it (its effect key, its kind,
+        one of its keys): the wait is satisfied, and the broadcast path passes it by."""
+        run, effect, kind, keys = wait
+        return any(
+            (e.claimed_by, e.claimed_for, e.kind) == (run, effect, kind)
+            and e.held
+            and e.keys & keys
+            for e in self.events
+        )
 
     def oldest_wait(self, kind: str, keys: frozenset[tuple[str, str]]) -> int | None:
         return next(
             (
                 i
                 for i, w in enumerate(self.waits)
-                if w[2] == kind and w[3] & keys and not self.holds(w[0], w[1])
+                if w[2] == kind and w[3] & keys and not self.holds(w)
             ),
             None,
         )
