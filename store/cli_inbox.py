@@ -454,7 +454,10 @@ _RESUME = """\
 Journals the delivery: appends to RUN's chain an EventDelivered record naming the event (its
 source, id, kind, keys, payload hash and log position), under RUN's lease epoch. Idempotent.
 """
-_UNSUBSCRIBE = "Removes RUN's waits and sheds the payloads of the events RUN holds claimed.\n"
+_UNSUBSCRIBE = (
+    "Removes RUN's waits (with --effect-key, that one) and sheds the payloads of the events\n"
+    "RUN holds claimed for them.\n"
+)
 _SWEEP = "Dead-letters unclaimed events received at or before the cutoff.\n"
 _DEAD = "Dead letters, newest first.\n"
 _WAITING = "Registered waits, in registration order.\n"
