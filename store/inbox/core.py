@@ -151,7 +151,9 @@ class Inbox(InboxIndexes):
     def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
         # In sorted order, so that two transactions never wait for each other's keys. The
         # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
-        # text cannot hold NUL. A hash collision of two names only serialises more.
+        # text cannot hold NUL. Names are hashed to 32 bits (hashtext): a collision serialises
+        # more, and at worst makes two transactions wait for each other, which PostgreSQL
+        # detects and the engine answers by running the loser again (a retryable error).
         if not _locks_keys(tx):
             return
         names = [
