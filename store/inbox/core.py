@@ -635,12 +635,13 @@ class Inbox(InboxIndexes):
 
     def deliver(self, run: str, event: Event) -> Targeted:
         """Deliver ``event`` to the named ``run``: when the run has a wait of the event's kind
-        on one of its keys, the event is buffered (a new position in the log) already claimed
-        by the run, and the wait is **not** retired (a retried delivery rebuilds its answer
-        from it), though it gets no second event (the broadcast path passes it by). A retry
-        of a delivery that was made is ``matched`` again; an event buffered before for
-        somebody else is ``duplicate``; a run that does not wait for it is ``not-waiting``
-        and nothing is stored."""
+        on one of its keys that no event satisfies yet, the event is buffered (a new position
+        in the log) already claimed by the run for it, and the wait is **not** retired (a
+        retried delivery rebuilds its answer from it), though it gets no second event. A
+        retry of a delivery that was made is ``matched`` again while that wait stands (until
+        the run claims, waits or unsubscribes it); an event buffered before, and not claimed
+        by the run for a standing wait, is ``duplicate``; a run that waits for no such event
+        is ``not-waiting``, and nothing is stored. RunSealedError for a sealed run."""
         checked_run(run)
         _checked_event(event, "deliver")
         tenant = self._tenant
