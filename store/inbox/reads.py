@@ -124,10 +124,14 @@ class InboxReads:
         )
         return None if row is None else stored_event(row)
 
-    def _wait_rows(self, tx: Tx, run: str, effect_key: str) -> list[Wait]:
+    def _wait_rows(self, tx: Tx, run: str, effect_key: str, *, lock: bool = False) -> list[Wait]:
+        """The wait (run, effect key), [] when none is registered; with ``lock``, its rows
+        locked to the end of the transaction where rows are locked (a concurrent unsubscribe
+        then waits, and sees what this transaction did)."""
+        suffix = tx.dialect.lock_suffix if lock else ""
         rows = tx.all(
             f"SELECT {WAIT_COLUMNS} FROM inbox_wait"  # noqa: S608
-            " WHERE tenant = ? AND run = ? AND effect_key = ? ORDER BY namespace, value",
+            f" WHERE tenant = ? AND run = ? AND effect_key = ? ORDER BY namespace, value{suffix}",
             (self._tenant, run, effect_key),
         )
         return stored_waits(rows)

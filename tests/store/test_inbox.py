@@ -798,6 +798,32 @@ def test_a_second_delivery_to_a_satisfied_wait_is_not_waiting(ib: Inbox) -> None
     accounted(ib)
 
 
+def test_a_retried_delivery_is_matched_only_while_its_event_satisfies_the_wait(
+    ib: Inbox,
+) -> None:
+    """A retry is answered ``matched`` from the wait its event satisfies; once that event
+    was shed (unsubscribe) or the wait re-registered for another kind, the retry is a
+    duplicate, and the new wait is free for a new event."""
+    ib.subscribe(wt("run-1"))
+    first = ib.deliver("run-1", ev("1"))
+    assert first.status == "matched" and ib.deliver("run-1", ev("1")) == first
+    assert ib.unsubscribe("run-1", "e1") == (1, 1)
+    ib.subscribe(wt("run-1"))
+    assert ib.deliver("run-1", ev("1")).status == "duplicate"
+    assert ib.deliver("run-1", ev("2")).status == "matched"
+    got = ib.claim(wt("run-1"))
+    assert got is not None and got.event.id == "2" and got.recovered
+    # The wait re-registered for another kind: the old event does not satisfy it.
+    ib.subscribe(wt("run-2", kind="Refund"))
+    assert ib.buffer(ev("3", kind="Paid")).matched is None
+    ib.subscribe(wt("run-3"))
+    assert ib.claim(wt("run-3")) is not None  # run-3 takes event 3
+    ib.unsubscribe("run-2")
+    ib.subscribe(wt("run-2", kind="Refund"))
+    assert ib.deliver("run-2", ev("3", kind="Paid")).status == "duplicate"
+    accounted(ib)
+
+
 def test_a_delivery_racing_a_broadcast_gives_the_wait_one_event(
     stores: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
