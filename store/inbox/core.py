@@ -1,28 +1,13 @@
 """The inbox's writes: buffering, waiting, claiming, delivering, sweeping, erasing
-(:class:`Inbox`, on :class:`~store.inbox.indexing.InboxIndexes`, the transactions, the inbox log
+(:class:`Inbox`, on :class:`~store.inbox.claims.InboxClaims` and
+:class:`~store.inbox.indexing.InboxIndexes`, the transactions, the inbox log
 and the batched indexes every write shares and the log's checkpoints and receipts, itself on
 :class:`~store.inbox.reads.InboxReads`, which has the listings and the counts; the rules are
 :mod:`store.inbox`'s).
 
-Every operation is one transaction on the journal store's session. Claims are decided in the
-transaction that selects them, by statements that are their own arbiters:
-
-* an event is claimed by ``UPDATE inbox_event … WHERE claimed_by IS NULL AND NOT dead``: one
-  row changed, or none when somebody else claimed or dead-lettered it first (on PostgreSQL the
-  UPDATE waits for that somebody's commit and re-checks the row);
-* a waiter is consumed by ``DELETE FROM inbox_wait WHERE (tenant, run, effect_key)``: rows
-  deleted, or none when another event took the wait first.
-
-Both directions first take a transaction lock per (tenant, kind, namespace, value) they touch,
-in sorted order (:meth:`Dialect.xact_lock`: advisory locks on PostgreSQL; SQLite serialises
-writers anyway). That closes the one race the arbiters cannot: a wait registering while an
-event with its key arrives, each not yet seeing the other's row, which would leave a live event
-beside a waiting run. With the lock one of them commits first and the other sees it.
-
-A run sealed in the journal takes no more records, so it can resume on no event: its
-``subscribe``, ``wait``, ``claim`` and ``deliver`` raise :class:`~store.errors.RunSealedError`
-(a retried delivery it got before is still answered), and the broadcast path retires a wait
-whose run was sealed after it registered and passes the event on.
+Every operation is one transaction on the journal store's session. How claims are decided
+(the arbiters, the locks, one wait for one event, sealed runs) is
+:mod:`store.inbox.claims`'s, on which :class:`Inbox` stands.
 """
 
 from __future__ import annotations
@@ -31,13 +16,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from store.api import Append
-from store.db import Dialect, Tx, check_int
-from store.errors import CorruptError, FencedError, RunSealedError
-from store.inbox.indexing import InboxIndexes, Own, own_entry
+from store.db import Tx, check_int
+from store.errors import CorruptError, FencedError
+from store.inbox.claims import InboxClaims, Taken, locks_keys
+from store.inbox.indexing import Own, own_entry
 from store.inbox.reads import (
     MAX_LIMIT,
     TOP_POSITION,
     checked_identity,
+    checked_label,
     checked_run,
     events_past,
 )
@@ -46,7 +33,6 @@ from store.inbox.schema import (
     INDEX_AT_ONCE,
     INDEX_BATCH,
     WAIT_COLUMNS,
-    WAIT_COUNTER,
 )
 from store.inbox.values import (
     Buffered,
@@ -54,21 +40,20 @@ from store.inbox.values import (
     StoredEvent,
     Targeted,
     Wait,
-    make_wait,
+    checked_event,
+    checked_wait,
     stored_event,
     stored_waits,
 )
-from store.schema import RECORD_COLUMNS, next_counter, record, stored_int
+from store.schema import RECORD_COLUMNS, record, stored_int
 from tlog.errors import MalformedError, UsageError
 from tlog.inbox import (
     KIND_EVENT_DELIVERED,
     Entry,
     Event,
     buffered_encodings,
-    check_label,
     delivery_data,
     keys_json,
-    make_event,
 )
 from tlog.journal import Record, check_effect_key
 
@@ -80,26 +65,6 @@ T = TypeVar("T")
 SWEEP_CHUNK = 1000
 """Events a sweep retires per transaction."""
 MAX_REASON = 500
-
-
-_OLDEST_WAIT = (
-    "SELECT number, run, effect_key FROM inbox_wait WHERE tenant = ? AND kind = ?"
-    " AND namespace = ? AND value = ? AND number > ? ORDER BY number LIMIT 1"
-)
-_OLDEST_EVENT = (
-    "SELECT position, source, id FROM inbox_match WHERE tenant = ? AND kind = ?"
-    " AND namespace = ? AND value = ? AND position > ? ORDER BY position LIMIT 1"
-)
-
-
-class _Taken(Exception):
-    """Internal: the event was claimed by somebody else inside a match (roll back the wait)."""
-
-
-def _locks_keys(tx: Tx) -> bool:
-    """Whether the engine takes per-key transaction locks: not with the default
-    :meth:`Dialect.xact_lock`, whose writers are serialised already (SQLite)."""
-    return type(tx.dialect).xact_lock is not Dialect.xact_lock
 
 
 def _placed(
@@ -125,14 +90,7 @@ def _placed(
     return out, fresh
 
 
-def _check_label(value: object, what: str, limit: int) -> str:
-    try:
-        return check_label(value, what, limit)
-    except MalformedError as e:
-        raise UsageError(str(e)) from None
-
-
-class Inbox(InboxIndexes):
+class Inbox(InboxClaims):
     """The inbound-event inbox of one tenant of a SQL journal store (``store.inbox``): the
     reads of :class:`~store.inbox.reads.InboxReads`, and the writes (on the shared machinery
     of :class:`~store.inbox.indexing.InboxIndexes`).
@@ -144,23 +102,6 @@ class Inbox(InboxIndexes):
     def __init__(self, store: SQLStore) -> None:
         super().__init__(store)
         self._lock_sql: dict[tuple[str, int, bool], str] = {}
-
-    def _now(self, tx: Tx) -> int:
-        return self._store._now(tx)
-
-    def _lock_keys(self, tx: Tx, kind: str, keys: Sequence[tuple[str, str]]) -> None:
-        # In sorted order, so that two transactions never wait for each other's keys. The
-        # parts are joined by U+001F: no part can hold a control character, and PostgreSQL
-        # text cannot hold NUL. Names are hashed to 32 bits (hashtext): a collision serialises
-        # more, and at worst makes two transactions wait for each other, which PostgreSQL
-        # detects and the engine answers by running the loser again (a retryable error).
-        if not _locks_keys(tx):
-            return
-        names = [
-            f"inbox\x1f{self._tenant}\x1f{kind}\x1f{ns}\x1f{value}"
-            for ns, value in sorted(set(keys))
-        ]
-        tx.dialect.xact_locks(tx, names, shared=False)
 
     # --- buffering -----------------------------------------------------------------------------
 
@@ -177,7 +118,7 @@ class Inbox(InboxIndexes):
         if isinstance(events, str | bytes) or not isinstance(events, Sequence):
             raise UsageError(f"buffer_many takes a list of Events, not {type(events).__name__}")
         for e in events:
-            _checked_event(e, "buffer")
+            checked_event(e, "buffer")
         if not events:
             return []
 
@@ -187,7 +128,7 @@ class Inbox(InboxIndexes):
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> list[Buffered]:
             written.clear()
             kinds = sorted({e.kind for e in events}) if match else []
-            if _locks_keys(tx):  # not even the lists where no lock is taken
+            if locks_keys(tx):  # not even the lists where no lock is taken
                 for kind in kinds:
                     self._lock_keys(tx, kind, [k for e in events if e.kind == kind for k in e.keys])
             # One statement: the log's row locked, the store clock, and whether anybody waits
@@ -374,88 +315,6 @@ class Inbox(InboxIndexes):
 
     # --- the broadcast path: an event looks for the oldest waiter ---------------------------
 
-    def _match_event(self, tx: Tx, ev: StoredEvent, now: int) -> Wait | None:
-        """Claim live ``ev`` for the oldest wait of its kind on any of its keys, retiring the
-        wait; None when nobody waits. Raises :class:`_Taken` when ``ev`` was claimed by
-        somebody else meanwhile (the caller rolls back)."""
-        after = -1
-        while True:
-            # By number alone (a wait's own; unique in a key's range): the first entry of
-            # inbox_wait_match's range, not a sort of every wait on the key.
-            best = self._oldest(tx, _OLDEST_WAIT, ev.kind, ev.keys, "wait number", after)
-            if best is None:
-                return None
-            number, run, effect = best
-            self._lock_wait(tx, run, effect)
-            waits = self._wait_rows(tx, run, effect)
-            if not waits:
-                continue  # another event took this wait first: the next oldest
-            if self._sealed(tx, run):
-                # Sealed since it registered: it can resume on nothing, so it is retired,
-                # and the event goes to the next wait.
-                self._retire_wait(tx, run, effect)
-                continue
-            if self._held_for(tx, waits[0]) is not None:
-                # Satisfied by a targeted delivery, which keeps its wait (see deliver): it
-                # gets no second event. The walk goes on past it, in registration order.
-                after = number
-                continue
-            gone = self._retire_wait(tx, run, effect)
-            if gone == 0:
-                continue  # another event took this wait first: the next oldest
-            if not self._claim_row(tx, ev, run, effect, now):
-                raise _Taken
-            return waits[0]
-
-    def _lock_wait(self, tx: Tx, run: str, effect: str) -> None:
-        """Take the transaction lock of ``run``'s wait ``effect`` (where the engine takes
-        locks): whoever registers it, claims for it or delivers to it holds it, after the key
-        locks and the inbox log's lock, so that two of them never decide on one wait at once
-        although they share no key."""
-        if _locks_keys(tx):
-            tx.dialect.xact_locks(
-                tx, [f"inbox-wait\x1f{self._tenant}\x1f{run}\x1f{effect}"], shared=False
-            )
-
-    def _sealed(self, tx: Tx, run: str) -> bool:
-        """Whether ``run`` is sealed in the journal."""
-        return (
-            tx.one("SELECT 1 FROM run_seal WHERE tenant = ? AND run = ?", (self._tenant, run))
-            is not None
-        )
-
-    def _refuse_sealed(self, tx: Tx, run: str) -> None:
-        """RunSealedError when ``run`` is sealed: a sealed run takes no more records, so it
-        can wait for, claim or be delivered no event (it could never resume on it). A plain
-        read, not under the run's row lock: a seal takes that lock before the inbox log's,
-        a claim would take it after the inbox's locks, and the two orders deadlock (a helper's
-        stress test counted 24 a minute). So on PostgreSQL a seal committing during a claim
-        can still leave the event claimed by the sealed run: the run's own ordering."""
-        tenant = self._tenant
-        row = tx.one("SELECT outcome FROM run_seal WHERE tenant = ? AND run = ?", (tenant, run))
-        if row is not None:
-            raise RunSealedError(run, str(row[0]))
-
-    def _claim_row(self, tx: Tx, ev: StoredEvent, run: str, effect: str, now: int) -> bool:
-        """Claim live ``ev`` for ``run``'s wait ``effect`` (the arbiter); drop its match rows
-        when it was won."""
-        n = tx.execute(
-            "UPDATE inbox_event SET claimed_by = ?, claimed_for = ?, claimed_at = ?, held = ?"
-            " WHERE tenant = ? AND source = ? AND id = ? AND claimed_by IS NULL AND NOT dead",
-            (run, effect, now, True, self._tenant, ev.source, ev.id),
-        )
-        if n != 1:
-            return False
-        self._unmatch(tx, ev)
-        return True
-
-    def _unmatch(self, tx: Tx, ev: StoredEvent) -> None:
-        tx.executemany(
-            "DELETE FROM inbox_match WHERE tenant = ? AND kind = ? AND namespace = ? AND value = ?"
-            " AND position = ?",
-            [(self._tenant, ev.kind, ns, v, ev.position) for ns, v in ev.keys],
-        )
-
     def match(self, source: str, id: str) -> Wait | None:
         """Claim the buffered event (source, id) for the oldest wait of its kind on any of its
         keys, retiring that wait in the same transaction (the broadcast path); None when
@@ -476,7 +335,7 @@ class Inbox(InboxIndexes):
 
         try:
             return self._write_appending(work)
-        except _Taken:
+        except Taken:
             return None
 
     # --- the wait path: a wait looks for the oldest event ------------------------------------
@@ -485,7 +344,7 @@ class Inbox(InboxIndexes):
         """Register ``wait`` (idempotent: a wait already registered for (run, effect key) is
         left as it is); True when it was registered now. A registered wait is matched by
         arriving events; it does not look at the buffer (:meth:`wait` does both)."""
-        wait = _checked_wait(wait)
+        wait = checked_wait(wait)
 
         def work(tx: Tx) -> bool:
             self._lock_keys(tx, wait.kind, wait.keys)
@@ -494,39 +353,6 @@ class Inbox(InboxIndexes):
 
         return self._write(work)
 
-    def _register(self, tx: Tx, wait: Wait) -> bool:
-        tenant = self._tenant
-        # Two registrations of one (run, effect key) with different kinds or keys share no
-        # key lock: the second waits for the first here and then finds its rows.
-        self._lock_wait(tx, wait.run, wait.effect_key)
-        if tx.one(
-            "SELECT 1 FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ? LIMIT 1",
-            (tenant, wait.run, wait.effect_key),
-        ):
-            return False
-        number = next_counter(tx, tenant, WAIT_COUNTER, "wait number")
-        now = self._now(tx)
-        tx.executemany(
-            "INSERT INTO inbox_wait (tenant, run, effect_key, namespace, value, kind, case_id,"
-            " step, number, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    tenant,
-                    wait.run,
-                    wait.effect_key,
-                    ns,
-                    v,
-                    wait.kind,
-                    wait.case,
-                    wait.step,
-                    number,
-                    now,
-                )
-                for ns, v in wait.keys
-            ],
-        )
-        return True
-
     def claim(self, wait: Wait) -> Claimed | None:
         """The event for ``wait``, claimed for its run in this transaction: first an event the
         run holds claimed already that fits the wait (crash recovery: the run claimed it and
@@ -534,7 +360,7 @@ class Inbox(InboxIndexes):
         wait's kind on any of its keys. A registered wait of (run, effect key) is retired with
         the claim, so that a later event cannot be claimed for a wait this one satisfied.
         None when there is no such event (the buffer is not watched: see :meth:`wait`)."""
-        wait = _checked_wait(wait)
+        wait = checked_wait(wait)
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
@@ -548,7 +374,7 @@ class Inbox(InboxIndexes):
         """:meth:`claim`, and when nothing is claimable :meth:`subscribe`, in one transaction:
         the race-free way for a run to wait. Returns the claim, or None when the wait is now
         registered (an arriving event will claim itself for it)."""
-        wait = _checked_wait(wait)
+        wait = checked_wait(wait)
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Claimed | None:
             self._lock_keys(tx, wait.kind, wait.keys)
@@ -560,75 +386,6 @@ class Inbox(InboxIndexes):
             return got
 
         return self._write_appending(work)
-
-    def _claim_for(self, tx: Tx, wait: Wait, now: int) -> Claimed | None:
-        mine = self._held_for(tx, wait)
-        if mine is not None:
-            self._retire_wait(tx, wait.run, wait.effect_key)
-            return Claimed(mine, wait, recovered=True)
-        for _ in range(1000):
-            best = self._oldest(tx, _OLDEST_EVENT, wait.kind, wait.keys, "event position")
-            if best is None:
-                return None
-            ev = self._event(tx, best[1], best[2])
-            if ev is None:
-                raise CorruptError(f"match row of event {best[1]}/{best[2]} has no event")
-            if self._claim_row(tx, ev, wait.run, wait.effect_key, now):
-                self._retire_wait(tx, wait.run, wait.effect_key)
-                got = self._event(tx, ev.source, ev.id)
-                assert got is not None
-                return Claimed(got, wait)
-            # Lost to a concurrent claim or sweep; if the row is ours to clean, clean it.
-            if ev.state != "live":
-                self._unmatch(tx, ev)
-        raise CorruptError("the inbox's match index keeps naming claimed events")
-
-    def _held_for(self, tx: Tx, wait: Wait) -> StoredEvent | None:
-        """The oldest event ``wait``'s run holds claimed for it: claimed for its effect key,
-        of its kind, on one of its keys (a walk of the run's held events: a few). The run gets
-        it back from a claim (crash recovery), and while there is one the wait is satisfied:
-        no second event is claimed for it. Another wait of the run gets its own back."""
-        wanted = set(wait.keys)
-        for row in tx.all(
-            f"SELECT {EVENT_COLUMNS} FROM inbox_event"  # noqa: S608
-            f"{tx.dialect.indexed_by('inbox_event_held')}"
-            " WHERE tenant = ? AND claimed_by = ? AND held AND kind = ? AND claimed_for = ?"
-            " ORDER BY position",
-            (self._tenant, wait.run, wait.kind, wait.effect_key),
-        ):
-            mine = stored_event(row)
-            if wanted & set(mine.keys):
-                return mine
-        return None
-
-    def _retire_wait(self, tx: Tx, run: str, effect: str) -> int:
-        """Delete the wait (run, effect)'s rows; how many there were (0: another claim took
-        it first — the DELETE is the waiter's arbiter)."""
-        return tx.execute(
-            "DELETE FROM inbox_wait WHERE tenant = ? AND run = ? AND effect_key = ?",
-            (self._tenant, run, effect),
-        )
-
-    def _oldest(
-        self,
-        tx: Tx,
-        select: str,
-        kind: str,
-        keys: Sequence[tuple[str, str]],
-        what: str,
-        after: int = -1,
-    ) -> tuple[int, str, str] | None:
-        """The smallest (ordinal, text, text) row ``select`` gives over ``keys`` of ``kind``
-        whose ordinal is above ``after``: one indexed ``LIMIT 1`` per key (the oldest event
-        or wait on any of them)."""
-        best: tuple[int, str, str] | None = None
-        for ns, value in keys:
-            row = tx.one(select, (self._tenant, kind, ns, value, after))
-            if row is not None:
-                cand = (stored_int(row[0], what), str(row[1]), str(row[2]))
-                if best is None or cand < best:
-                    best = cand
-        return best
 
     # --- targeted delivery -------------------------------------------------------------------
 
@@ -642,24 +399,14 @@ class Inbox(InboxIndexes):
         by the run for a standing wait, is ``duplicate``; a run that waits for no such event
         is ``not-waiting``, and nothing is stored. RunSealedError for a sealed run."""
         checked_run(run)
-        _checked_event(event, "deliver")
+        checked_event(event, "deliver")
         tenant = self._tenant
-
-        def answer(tx: Tx, existing: StoredEvent) -> Targeted:
-            # The event is stored: a retry of this delivery is answered from the wait it was
-            # claimed for, while that wait stands; anything else is a duplicate.
-            if existing.claimed_by == run and existing.claimed_for is not None:
-                waits = self._wait_rows(tx, run, existing.claimed_for)
-                held = None if not waits else self._held_for(tx, waits[0])
-                if held is not None and held.position == existing.position:
-                    return Targeted("matched", waits[0], existing.position)
-            return Targeted("duplicate")
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> Targeted:
             self._lock_keys(tx, event.kind, event.keys)
             existing = self._event(tx, event.source, event.id, lock=True)
             if existing is not None:
-                return answer(tx, existing)
+                return self._delivered(tx, run, existing)
             # Locks in the order every path takes them: the keys, the run's row, the inbox
             # log's row, the wait.
             self._refuse_sealed(tx, run)
@@ -670,7 +417,7 @@ class Inbox(InboxIndexes):
             # the first look (PostgreSQL).
             existing = self._event(tx, event.source, event.id)
             if existing is not None:
-                return answer(tx, existing)
+                return self._delivered(tx, run, existing)
             rows = tx.all(
                 f"SELECT {WAIT_COLUMNS} FROM inbox_wait WHERE tenant = ? AND run = ? AND kind = ?"  # noqa: S608
                 " ORDER BY number, effect_key, namespace, value",
@@ -715,6 +462,17 @@ class Inbox(InboxIndexes):
             return Targeted("matched", chosen, size)
 
         return self._write_appending(work)
+
+    def _delivered(self, tx: Tx, run: str, existing: StoredEvent) -> Targeted:
+        """The answer to a delivery to ``run`` of the stored event ``existing``: a retry is
+        ``matched`` from the wait the event was claimed for, while it still satisfies that
+        wait (:meth:`_held_for`); anything else is a duplicate."""
+        if existing.claimed_by == run and existing.claimed_for is not None:
+            waits = self._wait_rows(tx, run, existing.claimed_for)
+            held = None if not waits else self._held_for(tx, waits[0])
+            if held is not None and held.position == existing.position:
+                return Targeted("matched", waits[0], existing.position)
+        return Targeted("duplicate")
 
     # --- after the claim ------------------------------------------------------------------------
 
@@ -817,7 +575,7 @@ class Inbox(InboxIndexes):
         received), in transactions of :data:`SWEEP_CHUNK`. Claimed events never dead-letter.
         Returns how many were retired."""
         check_int(older_than, "older_than", 0)
-        _check_label(reason, "a dead-letter reason", MAX_REASON)
+        checked_label(reason, "a dead-letter reason", MAX_REASON)
         tenant = self._tenant
 
         def work(tx: Tx, due: list[tuple[int, list[bytes]]]) -> int:
@@ -851,44 +609,6 @@ class Inbox(InboxIndexes):
             if n < 0:
                 return total + (-n - 1)
             total += n
-
-
-def _checked_event(event: object, verb: str) -> Event:
-    """``event`` when it is an Event exactly as :func:`tlog.inbox.make_event` gives it (a
-    hand-built one could store keys out of order, a source the format refuses, or payload bytes
-    that are not its payload's: a corrupt row and an entry no receipt can carry)."""
-    if not isinstance(event, Event):
-        raise UsageError(
-            f"{verb} takes Event values (tlog.inbox.make_event), not {type(event).__name__}"
-        )
-    if event.made:  # checked by make_event already (a third of a batch's time, twice)
-        return event
-    try:
-        same = make_event(event.source, event.id, event.kind, event.keys, event.payload)
-    except MalformedError as e:
-        raise UsageError(f"{verb}: event {event.source!r}/{event.id!r}: {e}") from None
-    if same != event:
-        raise UsageError(
-            f"{verb}: event {event.source}/{event.id} is not as tlog.inbox.make_event gives it"
-            " (keys in canonical order, payload_bytes its payload's canonical JSON)"
-        )
-    return event
-
-
-def _checked_wait(wait: object) -> Wait:
-    """``wait`` when it is a Wait whose fields :func:`make_wait` accepts as they are (a
-    hand-built one could hold a run ID no export can name, a negative step, no key, or keys
-    out of order); UsageError otherwise."""
-    if not isinstance(wait, Wait):
-        raise UsageError(f"a wait is a Wait (store.inbox.make_wait), not {type(wait).__name__}")
-    same = make_wait(
-        wait.run, wait.effect_key, wait.kind, wait.keys, case=wait.case, step=wait.step
-    )
-    if same.keys != wait.keys:
-        raise UsageError(
-            f"wait {wait.run}/{wait.effect_key}: keys are not in canonical order (make_wait)"
-        )
-    return wait
 
 
 __all__ = ["MAX_LIMIT", "SWEEP_CHUNK", "Inbox"]

@@ -44,14 +44,19 @@ def _limit(limit: int) -> int:
     return check_int(limit, "limit", 1, MAX_LIMIT)
 
 
-def checked_identity(source: object, id: object) -> None:
-    """UsageError unless (``source``, ``id``) could name a buffered event (each a label:
-    :func:`tlog.inbox.check_label`): a lookup of anything else is a caller's mistake."""
+def checked_label(value: object, what: str, limit: int = 256) -> str:
+    """:func:`tlog.inbox.check_label`, its refusal a UsageError (the caller's mistake)."""
     try:
-        check_label(source, "an event's source")
-        check_label(id, "an event's id")
+        return check_label(value, what, limit)
     except MalformedError as e:
         raise UsageError(str(e)) from None
+
+
+def checked_identity(source: object, id: object) -> None:
+    """UsageError unless (``source``, ``id``) could name a buffered event (each a label):
+    a lookup of anything else is a caller's mistake."""
+    checked_label(source, "an event's source")
+    checked_label(id, "an event's id")
 
 
 def checked_run(run: object) -> None:

@@ -50,6 +50,7 @@ from store.api import Append, JournalStore
 from store.db import Tx
 from store.errors import CorruptError, FencedError
 from store.inbox import Claimed, StoredEvent, Wait, make_wait, wait_from_json
+from store.inbox import claims as inbox_claims
 from store.inbox import core as inbox_core
 from store.inbox.core import MAX_LIMIT, Inbox
 from store.inbox.schema import INDEX_AT_ONCE
@@ -749,7 +750,7 @@ def test_two_registrations_of_one_wait_at_once_register_it_once(
     second waits for it and finds the wait registered."""
     a, b = inbox_of(stores.open()), inbox_of(stores.open())
     a.subscribe(wt("warm-up"))
-    _slowed(monkeypatch, inbox_core, "next_counter", 0.4)
+    _slowed(monkeypatch, inbox_claims, "next_counter", 0.4)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(a.subscribe, wt("run-1", [["order", "A"]]))
         time.sleep(0.15)

@@ -331,6 +331,34 @@ def inbox_keys(keys: HeaderKeys, origin: str, line: int) -> HeaderKeys:
 InboxPart = InboxItem | InboxCheckpointItem | EventItem | WaitItem
 
 
+def _read_events(lines: StreamLines, inbox: InboxItem) -> Iterator[EventItem]:
+    """The ``size`` event items of ``inbox``'s section, each with its payload line if any."""
+    # The inbox deduplicates by (source, id): two events of one pair are no inbox's, and a
+    # restore would fail half-way on them.
+    pairs: set[tuple[str, str]] = set()
+    for position in range(inbox.size):
+        n, data = expect(lines, f"event {position} of the inbox ({inbox.size} announced)")
+        event = parse_event_line(n, data, position, inbox)
+        pair = (event.entry.source, event.entry.id)
+        if pair in pairs:
+            raise ExportFormatError(
+                n, f"event {position} is {shown(pair[0])}/{shown(pair[1])} again: events are "
+                "deduplicated by (source, id)",
+            )  # fmt: skip
+        pairs.add(pair)
+        nxt = lines.next()
+        if nxt is not None and nxt[1].startswith(b"payload "):
+            payload = parse_payload_line(nxt[0], nxt[1], position)
+            event = EventItem(
+                position, event.entry, event.entry_raw, payload, event.claimed_by,
+                event.claimed_at, event.held, event.dead_reason, event.dead_at,
+                event.delivered_seq, event.line, event.claimed_for,
+            )  # fmt: skip
+        elif nxt is not None:
+            lines.push_back(nxt)
+        yield event
+
+
 def read_inbox(
     lines: StreamLines, keys: HeaderKeys, header: ExportHeader, n: int, data: bytes
 ) -> Iterator[InboxPart]:
@@ -367,30 +395,7 @@ def read_inbox(
             "the inbox section is empty (no event, wait or checkpoint): an export of an empty "
             "inbox has no inbox section",
         )
-    # The inbox deduplicates by (source, id): two events of one pair are no inbox's, and a
-    # restore would fail half-way on them.
-    pairs: set[tuple[str, str]] = set()
-    for position in range(inbox.size):
-        n, data = expect(lines, f"event {position} of the inbox ({inbox.size} announced)")
-        event = parse_event_line(n, data, position, inbox)
-        pair = (event.entry.source, event.entry.id)
-        if pair in pairs:
-            raise ExportFormatError(
-                n, f"event {position} is {shown(pair[0])}/{shown(pair[1])} again: events are "
-                "deduplicated by (source, id)",
-            )  # fmt: skip
-        pairs.add(pair)
-        nxt = lines.next()
-        if nxt is not None and nxt[1].startswith(b"payload "):
-            payload = parse_payload_line(nxt[0], nxt[1], position)
-            event = EventItem(
-                position, event.entry, event.entry_raw, payload, event.claimed_by,
-                event.claimed_at, event.held, event.dead_reason, event.dead_at,
-                event.delivered_seq, event.line, event.claimed_for,
-            )  # fmt: skip
-        elif nxt is not None:
-            lines.push_back(nxt)
-        yield event
+    yield from _read_events(lines, inbox)
     seen: set[tuple[str, str]] = set()
     prev = 0
     for i in range(inbox.waits):
